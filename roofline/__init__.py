@@ -1,0 +1,1 @@
+"""Plain functions behind the roofline pipeline's stages: arithmetic, config, hardware, timing."""

@@ -1,0 +1,103 @@
+"""The roofline arithmetic, in pure functions. Units: FLOP, bytes, seconds, TFLOP/s, GB/s (1e9)."""
+
+import math
+
+# Bytes per element of each dtype the pipeline knows. "tf32" is float32 storage with TF32
+# tensor-core math allowed, so it moves float32's bytes.
+ITEMSIZE = {"float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1}
+
+
+def matmul_flops(m: int, n: int, k: int) -> int:
+    """One multiply and one add per (i, j, l): 2*M*N*K."""
+    return 2 * m * n * k
+
+
+def matmul_bytes(m: int, n: int, k: int, dtype: str) -> int:
+    """Ideal-cache lower bound: read A (MxK) and B (KxN) once, write C (MxN) once."""
+    return (m * k + k * n + m * n) * ITEMSIZE[dtype]
+
+
+def intensity(flops: float, nbytes: float) -> float:
+    """Arithmetic intensity in FLOP/byte."""
+    return flops / nbytes
+
+
+def tflops(flops: float, seconds: float) -> float:
+    return flops / seconds / 1e12
+
+
+def gbps(nbytes: float, seconds: float) -> float:
+    return nbytes / seconds / 1e9
+
+
+def mfu(achieved_tflops: float, peak_tflops: float) -> float:
+    """Model FLOP utilisation: achieved over the dense peak of the same dtype."""
+    return achieved_tflops / peak_tflops
+
+
+def ridge_point(peak_tflops: float, bandwidth_gbps: float) -> float:
+    """Intensity (FLOP/byte) where the memory slope meets the compute roof."""
+    return peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
+
+
+def roof_tflops(intensity_flop_per_byte: float, peak_tflops: float, bandwidth_gbps: float) -> float:
+    """Attainable TFLOP/s at a given intensity: min(compute roof, bandwidth * intensity)."""
+    return min(peak_tflops, bandwidth_gbps * 1e9 * intensity_flop_per_byte / 1e12)
+
+
+def cpu_peak_tflops(cores: int, clock_ghz: float, flop_per_cycle: int) -> float:
+    """cores x clock x FLOP per cycle per core."""
+    return cores * clock_ghz * 1e9 * flop_per_cycle / 1e12
+
+
+# FLOP per cycle per core, best ISA first: (cpuinfo flags that must all be present, FLOP/cycle,
+# what runs). AVX-512 and AVX2 assume two FMA units per core (true of server cores and most
+# client cores since Skylake; a one-FMA part has half this).
+CPU_FLOP_PER_CYCLE = {
+    "float32": [
+        (("avx512f",), 64, "AVX-512 FMA, 2 units assumed"),
+        (("avx2", "fma"), 32, "AVX2 FMA, 2 units assumed"),
+        ((), 8, "SSE"),
+    ],
+    "bfloat16": [
+        (("amx_bf16",), 1024, "AMX-BF16"),
+        (("avx512_bf16",), 128, "AVX512-BF16, 2 units assumed"),
+    ],
+    "float16": [
+        (("amx_fp16",), 1024, "AMX-FP16"),
+        (("avx512_fp16",), 128, "AVX512-FP16, 2 units assumed"),
+    ],
+}
+
+
+def cpu_flop_per_cycle(dtype: str, flags: set[str]) -> tuple[int, str] | None:
+    """Best native FLOP/cycle for a dtype given the CPU's flags, or None when not native."""
+    for needed, flop, isa in CPU_FLOP_PER_CYCLE.get(dtype, []):
+        if all(flag in flags for flag in needed):
+            return flop, isa
+    return None
+
+
+def summarize(samples: list[float]) -> dict[str, float]:
+    """Median, min, max and spread ((max - min) / median) of timing samples."""
+    if not samples:
+        raise ValueError("no timing samples")
+    ordered = sorted(samples)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return {
+        "median_s": median,
+        "min_s": ordered[0],
+        "max_s": ordered[-1],
+        "spread": (ordered[-1] - ordered[0]) / median,
+    }
+
+
+def buffer_sets(operand_bytes: int, cache_bytes: int) -> int:
+    """How many operand sets to rotate through so no repetition finds its inputs in cache.
+
+    Operands larger than the cache need one set; smaller ones need enough sets to fill twice
+    the cache, so an LRU-ish cache has evicted a set before it comes round again."""
+    if operand_bytes >= cache_bytes:
+        return 1
+    return math.ceil(2 * cache_bytes / operand_bytes)

@@ -1,0 +1,146 @@
+"""The config schema (Hydra structured configs) and the checks a schema cannot express.
+
+`conf/` is composed by Hydra (directly, or by `dvc exp run` through DVC's Hydra integration)
+into `params.yaml`; stages read `params.yaml` through `load_params`, so both paths go through
+this one schema."""
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING, DictConfig, OmegaConf
+
+from roofline.arithmetic import ITEMSIZE
+
+PARAMS_FILE = Path("params.yaml")
+
+
+class DType(Enum):
+    float32 = "float32"
+    tf32 = "tf32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+    float8_e4m3fn = "float8_e4m3fn"
+
+
+class Kind(Enum):
+    cpu = "cpu"
+    cuda = "cuda"
+
+
+@dataclass
+class Recognise:
+    # Regular expressions searched in the CPU model name / GPU name the probe finds.
+    cpu_model: str | None = None
+    gpu_name: str | None = None
+    # kind cpu: also count as present on a machine with a GPU (a pod's host CPU). Off by
+    # default so a pod never measures its host CPU as "the cpu".
+    with_gpu_present: bool = False
+
+
+@dataclass
+class DeviceConfig:
+    kind: Kind = MISSING
+    sku: str = MISSING
+    cost_per_hour: float | None = None  # US dollars; null where unknown
+    recognise: Recognise = field(default_factory=Recognise)
+    # Dense datasheet peaks in TFLOP/s per dtype name. On a CPU, empty means "from the probe".
+    peak_tflops: dict[str, float] = field(default_factory=dict)
+    # Datasheet memory bandwidth (GB/s, 1e9) and capacity (GB); null where unknown.
+    memory_bandwidth_gbps: float | None = None
+    memory_gb: float | None = None
+    # CPU only: the clock used for the computed peak; null means the probe's reading.
+    clock_ghz: float | None = None
+    dtypes: list[DType] = field(default_factory=list)
+    shapes: list[list[int]] = field(default_factory=list)
+
+
+@dataclass
+class BenchConfig:
+    seed: int = 0
+    warmup: int = 3
+    repeats: int = 10
+    # Rows of C checked against a float64 reference before timing.
+    check_rows: int = 16
+    # Size of the buffer copied to measure achievable memory bandwidth.
+    copy_mib: int = 1024
+
+
+@dataclass
+class Config:
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    devices: dict[str, DeviceConfig] = field(default_factory=dict)
+
+
+class ConfigError(ValueError):
+    """A config value that is not allowed; the message names the value and what is allowed."""
+
+
+def operand_bytes(shape: list[int], dtype: str) -> int:
+    m, n, k = shape
+    return (m * k + k * n + m * n) * ITEMSIZE[dtype]
+
+
+def check(cfg: DictConfig) -> None:
+    """Raise ConfigError listing every value the schema's types let through but is wrong."""
+    errors = []
+    if cfg.bench.repeats < 1 or cfg.bench.warmup < 0 or cfg.bench.check_rows < 1:
+        errors.append(
+            f"bench: repeats={cfg.bench.repeats}, warmup={cfg.bench.warmup}, "
+            f"check_rows={cfg.bench.check_rows}; allowed: repeats >= 1, warmup >= 0, "
+            "check_rows >= 1"
+        )
+    if cfg.bench.copy_mib < 1:
+        errors.append(f"bench.copy_mib={cfg.bench.copy_mib}; allowed: a positive integer")
+    for name, dev in cfg.devices.items():
+        where = f"devices.{name}"
+        for key in dev.peak_tflops:
+            if key not in ITEMSIZE:
+                errors.append(f"{where}.peak_tflops has key {key!r}; allowed: {sorted(ITEMSIZE)}")
+        for dtype in dev.dtypes:
+            if dev.kind == Kind.cuda and dtype.name not in dev.peak_tflops:
+                errors.append(f"{where}: dtype {dtype.name} has no peak_tflops entry")
+        if not dev.shapes:
+            errors.append(f"{where}.shapes is empty; allowed: a list of [M, N, K]")
+        for shape in dev.shapes:
+            if len(shape) != 3 or any(d < 1 for d in shape):
+                errors.append(
+                    f"{where}.shapes has {list(shape)}; allowed: [M, N, K] of positive integers"
+                )
+                continue
+            if dev.memory_gb is None:
+                continue  # checked against the live machine's memory by the benchmark
+            for dtype in dev.dtypes:
+                need = operand_bytes(list(shape), dtype.name)
+                if need > dev.memory_gb * 1e9:
+                    errors.append(
+                        f"{where}.shapes has {list(shape)}: its {dtype.name} operands need "
+                        f"{need / 1e9:.1f} GB; allowed: at most the device's "
+                        f"{dev.memory_gb} GB"
+                    )
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+
+
+def load_params(path: Path = PARAMS_FILE) -> DictConfig:
+    """params.yaml merged onto the schema and checked; raises ConfigError naming bad values."""
+    if not path.exists():
+        raise ConfigError(f"{path} not found: run from the repository root")
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
+    except Exception as err:  # omegaconf's validation errors name the key and the value
+        raise ConfigError(f"{path}: {err}") from err
+    check(cfg)
+    return cfg
+
+
+def device_config(cfg: DictConfig, name: str) -> DictConfig:
+    if name not in cfg.devices:
+        raise ConfigError(f"unknown device {name!r}; allowed: {', '.join(cfg.devices)}")
+    return cfg.devices[name]
+
+
+def to_plain(node: Any) -> Any:
+    """A config node as plain Python (enums as their names), for JSON artifacts."""
+    return OmegaConf.to_container(node, resolve=True, enum_to_str=True)

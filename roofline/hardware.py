@@ -1,0 +1,206 @@
+"""What hardware is here, and whether a configured device is it.
+
+`live_hardware()` describes this machine (CPU, RAM, NVIDIA GPUs). Setting ROOFLINE_HARDWARE to a
+JSON file of the same form replaces the live machine with that description: tests use it to
+play a pod, and a user can preview what `dvc repro` would do on another machine."""
+
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig
+
+from roofline.arithmetic import CPU_FLOP_PER_CYCLE
+
+HARDWARE_ENV = "ROOFLINE_HARDWARE"
+# The cpuinfo flags that decide which dtypes run natively (and so the CPU's peak).
+ISA_FLAGS = sorted({flag for rows in CPU_FLOP_PER_CYCLE.values() for r in rows for flag in r[0]})
+
+
+def _cpuinfo_field(name: str) -> str | None:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    match = re.search(rf"^{name}\s*:\s*(.*)$", text, re.MULTILINE)
+    return match.group(1).strip() if match else None
+
+
+def _last_level_cache_bytes() -> int | None:
+    sizes = []
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            size = (index / "size").read_text().strip()
+        except OSError:
+            continue
+        unit = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(size[-1], 1)
+        sizes.append(int(size.rstrip("KMG")) * unit)
+    return max(sizes) if sizes else None
+
+
+def cpu_info() -> dict[str, Any]:
+    flags = set((_cpuinfo_field("flags") or "").split())
+    return {
+        "model": _cpuinfo_field("model name") or platform.processor() or platform.machine(),
+        "logical_cores": len(os.sched_getaffinity(0)),
+        "isa": [flag for flag in ISA_FLAGS if flag in flags],
+        "cache_bytes": _last_level_cache_bytes(),
+        "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+    }
+
+
+def gpu_info() -> list[dict[str, Any]]:
+    """NVIDIA GPUs through torch (always) and NVML (driver, power, clocks) when it loads."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    gpus = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        gpus.append(
+            {
+                "index": index,
+                "name": props.name,
+                "compute_capability": f"{props.major}.{props.minor}",
+                "sm_count": props.multi_processor_count,
+                "memory_bytes": props.total_memory,
+                "l2_bytes": getattr(props, "L2_cache_size", None),
+                "cuda": torch.version.cuda,
+                **_nvml_info(index),
+            }
+        )
+    return gpus
+
+
+def _nvml_info(index: int) -> dict[str, Any]:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        return {
+            "driver": pynvml.nvmlSystemGetDriverVersion(),
+            "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000,
+            "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+            "max_mem_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
+        }
+    except Exception as err:  # NVML missing or refusing: keep what torch told us
+        return {"nvml_error": str(err)}
+
+
+def live_hardware() -> dict[str, Any]:
+    """This machine, or the description in $ROOFLINE_HARDWARE when it is set."""
+    override = os.environ.get(HARDWARE_ENV)
+    if override:
+        path = Path(override)
+        try:
+            described = json.loads(path.read_text())
+        except (OSError, ValueError) as err:
+            raise SystemExit(f"{HARDWARE_ENV}={override}: cannot read it as JSON: {err}") from err
+        if not isinstance(described.get("cpu"), dict) or not isinstance(described.get("gpus"), list):
+            raise SystemExit(
+                f'{HARDWARE_ENV}={override}: needs {{"cpu": {{"model": ...}}, "gpus": [...]}}'
+            )
+        return {**described, "described_by": str(path)}
+    return {"cpu": cpu_info(), "gpus": gpu_info()}
+
+
+def find_device(dev: DictConfig, hardware: dict[str, Any]) -> dict[str, Any] | None:
+    """The part of `hardware` that is this configured device, or None if it is not here."""
+    rec = dev.recognise
+    if dev.kind.name == "cpu":
+        if hardware["gpus"] and not rec.with_gpu_present:
+            return None
+        if re.search(rec.cpu_model or ".*", hardware["cpu"]["model"]):
+            return hardware["cpu"]
+        return None
+    for gpu in hardware["gpus"]:
+        if rec.gpu_name and re.search(rec.gpu_name, gpu["name"]):
+            return gpu
+    return None
+
+
+def identity(kind: str, found: dict[str, Any]) -> dict[str, Any]:
+    """The stable part of a device's description: what "the same hardware" means.
+
+    No clocks, temperatures, driver builds or host names, so re-probing the same machine gives
+    the same fingerprint."""
+    if kind == "cpu":
+        return {key: found[key] for key in ("model", "logical_cores", "isa")}
+    return {
+        "name": found["name"],
+        "compute_capability": found["compute_capability"],
+        "sm_count": found["sm_count"],
+        "memory_gib": round(found["memory_bytes"] / 2**30),
+    }
+
+
+def describe(hardware_identity: dict[str, Any]) -> str:
+    if "model" in hardware_identity:
+        return f"{hardware_identity['model']} ({hardware_identity['logical_cores']} cores)"
+    return f"{hardware_identity['name']} (sm_{hardware_identity['compute_capability']})"
+
+
+def unmatched_gpus(devices: DictConfig, hardware: dict[str, Any]) -> list[dict[str, Any]]:
+    """GPUs here that no configured device recognises."""
+    patterns = [d.recognise.gpu_name for d in devices.values() if d.recognise.gpu_name]
+    return [g for g in hardware["gpus"] if not any(re.search(p, g["name"]) for p in patterns)]
+
+
+_CLOCK_PROGRAM = r"""
+#include <stdio.h>
+#include <time.h>
+int main(void) {
+    struct timespec t0, t1;
+    unsigned long x = 0, y = 1, n = 200000000UL;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned long i = 0; i < n; i++)
+        __asm__ volatile("add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
+                         : "+r"(x) : "r"(y));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("%f\n", 4.0 * n / s / 1e9);
+    return x == 0;
+}
+"""
+
+
+def measure_cpu_clock_ghz(cores: int) -> float | None:
+    """The clock all cores run at together: a chain of dependent register adds (one per cycle;
+    register operands, since recent cores fold add-immediate chains) on every core at once,
+    slowest core taken. Needs a C compiler and x86-64; None otherwise."""
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None or platform.machine() not in ("x86_64", "AMD64"):
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        source, binary = Path(tmp, "clock.c"), Path(tmp, "clock")
+        source.write_text(_CLOCK_PROGRAM)
+        built = subprocess.run([compiler, "-O1", "-o", binary, source], capture_output=True)
+        if built.returncode != 0:
+            return None
+        runs = [subprocess.Popen([binary], stdout=subprocess.PIPE, text=True) for _ in range(cores)]
+        readings = [float(run.communicate()[0]) for run in runs]
+    return min(readings)
+
+
+def cpu_clock_ghz(dev: DictConfig, cores: int) -> tuple[float, str]:
+    """The clock for the CPU's computed peak, and where it came from."""
+    if dev.clock_ghz:
+        return float(dev.clock_ghz), "set in conf (devices.<name>.clock_ghz)"
+    measured = measure_cpu_clock_ghz(cores)
+    if measured:
+        return measured, "measured all-core clock"
+    max_freq = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+    if max_freq.exists():
+        return int(max_freq.read_text()) / 1e6, "cpufreq max"
+    mhz = _cpuinfo_field("cpu MHz")
+    if mhz:
+        return float(mhz) / 1e3, "/proc/cpuinfo cpu MHz"
+    raise SystemExit("cannot tell the CPU clock: set devices.cpu.clock_ghz in conf/device/cpu.yaml")

@@ -1,0 +1,118 @@
+"""The measured kernels: a dense matmul (checked, then timed) and a large copy.
+
+Device-agnostic: the same code runs on "cpu" and "cuda"; only the Timer differs."""
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import torch
+
+from roofline.arithmetic import buffer_sets, matmul_bytes
+from roofline.timing import Timer, sample
+
+TORCH_DTYPE = {
+    "float32": torch.float32,
+    "tf32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "float8_e4m3fn": torch.float8_e4m3fn,
+}
+# Largest allowed max|C - C_ref| / max|C_ref| on the checked rows. Rounding of the output (and,
+# for tf32, of the inputs) gives ~1e-3 for the 16-bit types; a wrong kernel gives ~1.
+TOLERANCE = {"float32": 1e-4, "tf32": 1e-2, "float16": 1e-2, "bfloat16": 2e-2, "float8_e4m3fn": 2e-2}
+# Operand sets to rotate through at most (tiny shapes against a large cache).
+MAX_SETS = 4096
+
+
+class WrongResult(Exception):
+    """The kernel's output disagrees with the float64 reference: it is not timed."""
+
+
+@dataclass
+class Point:
+    samples: list[float]
+    check_error: float
+    buffer_sets: int
+
+
+def unsupported_reason(dtype: str, device_kind: str, native_dtypes: set[str] | None = None,
+                       compute_capability: str | None = None) -> str | None:
+    """Why a dtype cannot be measured on this device, or None when it can."""
+    if device_kind == "cpu":
+        if dtype in ("tf32", "float8_e4m3fn"):
+            return f"{dtype} is a GPU tensor-core format; CPUs have no native {dtype} matmul"
+        if native_dtypes is not None and dtype not in native_dtypes:
+            return (f"no native {dtype} on this CPU (needs AMX or AVX512 for it); "
+                    "PyTorch's fallback would be a slow emulation, not this CPU's ceiling")
+        return None
+    if dtype == "float8_e4m3fn" and compute_capability is not None:
+        major, minor = (int(x) for x in compute_capability.split("."))
+        if (major, minor) < (8, 9):
+            return f"float8 matmul needs compute capability >= 8.9; this GPU is {compute_capability}"
+    return None
+
+
+@contextlib.contextmanager
+def float32_math(dtype: str) -> Iterator[None]:
+    """float32 matmul on the GPU uses TF32 tensor cores only when dtype is "tf32"."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def _operands(m: int, n: int, k: int, dtype: str, device: str, gen: torch.Generator):
+    """Random normal inputs (never zeros: they run faster) rounded to the dtype."""
+    a = torch.randn(m, k, device=device, generator=gen).to(TORCH_DTYPE[dtype])
+    if dtype == "float8_e4m3fn":  # _scaled_mm wants B column-major
+        b = torch.randn(n, k, device=device, generator=gen).to(TORCH_DTYPE[dtype]).t()
+    else:
+        b = torch.randn(k, n, device=device, generator=gen).to(TORCH_DTYPE[dtype])
+    return a, b
+
+
+def matmul_fn(dtype: str, device: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    if dtype == "float8_e4m3fn":
+        one = torch.ones((), device=device)
+        return lambda a, b: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16)
+    return torch.matmul
+
+
+def check_product(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, rows: int,
+                  gen: torch.Generator) -> float:
+    """max|C - A@B| / max|A@B| over a random sample of rows, against float64."""
+    picked = torch.randperm(a.shape[0], generator=gen, device=gen.device)[:rows].to(a.device)
+    ref = a[picked].double() @ b.double()
+    return ((c[picked].double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+
+
+def measure_matmul(m: int, n: int, k: int, dtype: str, device: str, timer: Timer, *,
+                   seed: int, warmup: int, repeats: int, check_rows: int,
+                   cache_bytes: int | None) -> Point:
+    """Check C = A @ B against float64, then time it. Raises WrongResult instead of timing a
+    kernel whose output is wrong."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    sets = min(MAX_SETS, buffer_sets(matmul_bytes(m, n, k, dtype), cache_bytes or 0))
+    operands = [_operands(m, n, k, dtype, device, gen) for _ in range(sets)]
+    mm = matmul_fn(dtype, device)
+    with float32_math(dtype):
+        c = mm(*operands[0])
+        error = check_product(*operands[0], c, check_rows, gen)
+        if not error <= TOLERANCE[dtype]:  # also catches NaN
+            raise WrongResult(f"max relative error {error:.3g} > {TOLERANCE[dtype]:g} "
+                              f"against float64 on {check_rows} rows")
+        del c
+        samples = sample(lambda i: mm(*operands[i % sets]), timer, warmup, repeats)
+    return Point(samples=samples, check_error=error, buffer_sets=sets)
+
+
+def measure_copy(nbytes: int, device: str, timer: Timer, *, seed: int, warmup: int,
+                 repeats: int) -> list[float]:
+    """Time dst.copy_(src) for a buffer of `nbytes`; it reads and writes nbytes each."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    src = torch.randn(nbytes // 4, device=device, generator=gen)
+    dst = torch.empty_like(src)
+    return sample(lambda i: dst.copy_(src), timer, warmup, repeats)

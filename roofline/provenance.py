@@ -1,0 +1,45 @@
+"""Versions and git revision recorded with each measurement (no host names, no credentials)."""
+
+import platform
+import re
+import subprocess
+from importlib import metadata
+
+
+def versions() -> dict[str, str | None]:
+    import torch
+
+    config = torch.__config__.show()
+    mkl = re.search(r"Math Kernel Library Version ([\w.]+)", config)
+    onednn = re.search(r"MKL-DNN v([\w.]+)", config)
+
+    def dist(name: str) -> str | None:
+        try:
+            return metadata.version(name)
+        except metadata.PackageNotFoundError:
+            return None
+
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "mkl": mkl.group(1) if mkl else None,
+        "onednn": onednn.group(1) if onednn else None,
+        "cuda": torch.version.cuda,
+        "cudnn": str(torch.backends.cudnn.version()) if torch.cuda.is_available() else None,
+        "dvc": dist("dvc"),
+        "hydra-core": dist("hydra-core"),
+        "omegaconf": dist("omegaconf"),
+        "nvidia-ml-py": dist("nvidia-ml-py"),
+    }
+
+
+def git_revision() -> str | None:
+    """HEAD, with "+dirty" when tracked files differ from it."""
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return rev + ("+dirty" if dirty else "")

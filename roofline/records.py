@@ -1,0 +1,97 @@
+"""Where each device's artifacts live, and the rules that keep one machine from touching
+another machine's results.
+
+probe:     device here and (nothing recorded, or the same hardware recorded) -> write its
+           fingerprint; here but other hardware recorded -> keep the record; not here ->
+           keep the record, or record "never measured".
+benchmark: fingerprint "never measured" -> pending rows; fingerprint is this machine's device
+           -> measure; anything else -> refuse (the stage is stale and the hardware is
+           elsewhere), leaving the recorded results as they are."""
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from roofline.hardware import describe
+
+EXPERIMENT = Path("experiments/x4-roofline")
+NEVER = "never measured"
+
+
+def device_dir(name: str) -> Path:
+    return EXPERIMENT / "devices" / name
+
+
+def fingerprint_path(name: str) -> Path:
+    return device_dir(name) / "fingerprint.json"
+
+
+def results_path(name: str) -> Path:
+    return device_dir(name) / "results.json"
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except ValueError as err:
+        raise SystemExit(f"{path} is not valid JSON ({err}); restore it with `dvc checkout {path}`")
+
+
+def lock_records_fingerprint(name: str) -> bool:
+    """Whether git's dvc.lock for this device says its probe has written a fingerprint."""
+    lock = device_dir(name) / "dvc.lock"
+    if not lock.exists():
+        return False
+    stages = (yaml.safe_load(lock.read_text()) or {}).get("stages", {})
+    return bool(stages.get("probe", {}).get("outs"))
+
+
+def fingerprint(name: str, hardware_identity: dict[str, Any], torch_version: str) -> dict:
+    # A new torch is a new measurement on the same hardware, so it belongs in the fingerprint.
+    return {"device": name, "status": "recorded", "hardware": hardware_identity,
+            "torch": torch_version}
+
+
+def never_measured(name: str) -> dict:
+    return {"device": name, "status": NEVER}
+
+
+def probe_decision(name: str, recorded: dict | None, here: dict | None,
+                   fresh: dict | None) -> tuple[dict | None, str]:
+    """(fingerprint to write, or None to keep the recorded one; what happened, for the log).
+
+    `here` is the identity of the device on this machine (None when absent); `fresh` the
+    fingerprint this machine would write."""
+    if here is None:
+        if recorded is None:
+            return never_measured(name), f"{name}: not on this machine, never measured: pending"
+        if recorded["status"] == NEVER:
+            return None, f"{name}: not on this machine, never measured: pending"
+        return None, f"{name}: not on this machine; keeping results from {describe(recorded['hardware'])}"
+    if recorded is None or recorded["status"] == NEVER or recorded["hardware"] == here:
+        return fresh, f"{name}: here ({describe(here)})"
+    return None, (
+        f"{name}: this machine has {describe(here)} but the results on record were measured on "
+        f"{describe(recorded['hardware'])}; keeping them. To measure this machine instead, "
+        f"delete {fingerprint_path(name)} and run `uv run dvc repro` (see README: replacing a "
+        "device's hardware)."
+    )
+
+
+def benchmark_decision(name: str, recorded: dict, here: dict | None) -> str:
+    """"pending" or "measure"; raises SystemExit when neither is honest."""
+    if recorded["status"] == NEVER:
+        return "pending"
+    if here is not None and recorded["hardware"] == here:
+        return "measure"
+    this = f"has {describe(here)}" if here else f"has no {name}"
+    raise SystemExit(
+        f"{name}: its benchmark stage is stale (its code or params changed since it was "
+        f"measured), but its results were measured on {describe(recorded['hardware'])} and "
+        f"this machine {this}. The recorded results are kept as they are. Either re-measure on "
+        f"that hardware (`uv run dvc repro {device_dir(name)}/dvc.yaml` there), or render the "
+        "report from the recorded results here (`uv run dvc repro -s aggregate plot report`), "
+        "or revert the change."
+    )

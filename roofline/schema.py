@@ -1,0 +1,117 @@
+"""The results schema, defined once: one Row per (device, dtype, shape).
+
+Each device's benchmark writes its rows (with every timing sample) to its own results.json;
+aggregate checks them against this schema and writes results.csv."""
+
+import dataclasses
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roofline import arithmetic as ar
+
+STATUSES = ("measured", "pending", "skipped", "failed")
+
+
+@dataclass
+class Row:
+    device: str
+    dtype: str
+    m: int
+    n: int
+    k: int
+    status: str
+    reason: str = ""
+    median_s: float | None = None
+    min_s: float | None = None
+    max_s: float | None = None
+    spread: float | None = None  # (max - min) / median
+    repeats: int | None = None
+    achieved_tflops: float | None = None
+    achieved_bw_gbps: float | None = None
+    arithmetic_intensity: float | None = None
+    peak_tflops: float | None = None
+    peak_source: str = ""
+    mfu: float | None = None
+    check_error: float | None = None
+    flag: str = ""  # non-empty marks a number that cannot be right
+    samples_s: list[float] = field(default_factory=list)
+
+
+NUMBERS = ("median_s", "min_s", "max_s", "spread", "repeats", "achieved_tflops",
+           "achieved_bw_gbps", "arithmetic_intensity", "peak_tflops", "mfu", "check_error")
+CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
+
+
+def measured_row(device: str, dtype: str, shape: list[int], samples: list[float],
+                 peak_tflops: float | None, peak_source: str, check_error: float) -> Row:
+    """A measured row: every figure derived from the median of the samples."""
+    m, n, k = shape
+    stats = ar.summarize(samples)
+    flops, nbytes = ar.matmul_flops(m, n, k), ar.matmul_bytes(m, n, k, dtype)
+    achieved = ar.tflops(flops, stats["median_s"])
+    row = Row(device=device, dtype=dtype, m=m, n=n, k=k, status="measured", **stats,
+              repeats=len(samples), achieved_tflops=achieved,
+              achieved_bw_gbps=ar.gbps(nbytes, stats["median_s"]),
+              arithmetic_intensity=ar.intensity(flops, nbytes), peak_tflops=peak_tflops,
+              peak_source=peak_source, check_error=check_error, samples_s=list(samples))
+    if peak_tflops:
+        row.mfu = ar.mfu(achieved, peak_tflops)
+        if achieved > peak_tflops:
+            row.flag = (f"above the dense peak ({achieved:.3g} > {peak_tflops:.3g} TFLOP/s): a bug "
+                        "in the timing, the FLOP count or the peak, not a result")
+    return row
+
+
+def empty_row(device: str, dtype: str, shape: list[int], status: str, reason: str) -> Row:
+    """A pending, skipped or failed row: it carries no numbers."""
+    m, n, k = shape
+    return Row(device=device, dtype=dtype, m=m, n=n, k=k, status=status, reason=reason)
+
+
+class SchemaError(ValueError):
+    pass
+
+
+def row_from_dict(data: dict[str, Any], where: str) -> Row:
+    """A Row from JSON, or SchemaError naming the file and row at fault."""
+    names = {f.name for f in dataclasses.fields(Row)}
+    unknown, missing = set(data) - names, {"device", "dtype", "m", "n", "k", "status"} - set(data)
+    if unknown or missing:
+        raise SchemaError(f"{where}: unknown fields {sorted(unknown)}, missing {sorted(missing)}")
+    row = Row(**data)
+    if row.status not in STATUSES:
+        raise SchemaError(f"{where}: status {row.status!r}; allowed: {', '.join(STATUSES)}")
+    numbers = {name: getattr(row, name) for name in NUMBERS if getattr(row, name) is not None}
+    for name, value in numbers.items():
+        if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
+            raise SchemaError(f"{where}: {name}={value!r}; allowed: a finite number >= 0")
+    if row.status == "measured":
+        if row.median_s is None or not row.samples_s:
+            raise SchemaError(f"{where}: measured without median_s or samples_s")
+        if abs(ar.summarize(row.samples_s)["median_s"] - row.median_s) > 1e-12 * row.median_s:
+            raise SchemaError(f"{where}: median_s {row.median_s} is not the median of samples_s")
+    elif numbers or row.samples_s:
+        raise SchemaError(f"{where}: a {row.status} row carries numbers {sorted(numbers)}")
+    return row
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write to a temporary file beside `path`, then rename: readers see old or new, never half."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as out:
+            out.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,49 @@
+"""One timing abstraction for CPU and GPU: a Timer times one call of a function.
+
+CPU work is synchronous, so a host clock around the call is right. GPU work is asynchronous, so
+CUDA events recorded on the stream around the call, read after synchronising, are right, and
+`time.perf_counter` alone would time only the launch."""
+
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+
+class Timer(Protocol):
+    def seconds(self, work: Callable[[], object]) -> float: ...
+
+
+class HostTimer:
+    def seconds(self, work: Callable[[], object]) -> float:
+        start = time.perf_counter()
+        work()
+        return time.perf_counter() - start
+
+
+class CudaEventTimer:
+    def __init__(self) -> None:
+        import torch
+
+        self._torch = torch
+
+    def seconds(self, work: Callable[[], object]) -> float:
+        cuda = self._torch.cuda
+        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        cuda.synchronize()  # nothing queued earlier lands inside the window
+        start.record()
+        work()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+
+def timer_for(device_kind: str) -> Timer:
+    return CudaEventTimer() if device_kind == "cuda" else HostTimer()
+
+
+def sample(work: Callable[[int], object], timer: Timer, warmup: int, repeats: int) -> list[float]:
+    """Warm up, then time `repeats` calls; every sample is kept. `work(i)` gets the call's index
+    so it can rotate among buffers."""
+    for i in range(warmup):
+        timer.seconds(lambda i=i: work(i))
+    return [timer.seconds(lambda i=i: work(warmup + i)) for i in range(repeats)]

@@ -1,0 +1,31 @@
+"""Stage benchmark: measure a device that is here, record a never-measured one as pending, and
+refuse to touch results measured on hardware that is not here."""
+
+import argparse
+
+from roofline.benchmark import measure_device, pending_record
+from roofline.config import device_config, load_params
+from roofline.hardware import find_device, identity, live_hardware
+from roofline.records import benchmark_decision, fingerprint_path, read_json, results_path
+from roofline.schema import write_json_atomic
+from stages import run
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
+    name = parser.parse_args(argv).device
+    cfg = load_params()
+    dev = device_config(cfg, name)
+    recorded = read_json(fingerprint_path(name))
+    found = find_device(dev, live_hardware())
+    here = identity(dev.kind.name, found) if found else None
+    if benchmark_decision(name, recorded, here) == "pending":
+        record = pending_record(name, dev)
+    else:
+        record = measure_device(name, dev, cfg.bench, found, here)
+    write_json_atomic(results_path(name), record)
+
+
+if __name__ == "__main__":
+    run(main)

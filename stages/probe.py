@@ -1,0 +1,51 @@
+"""Stage probe: record which hardware a device is, when it is on this machine.
+
+Runs on every `dvc repro` (always_changed); its output only changes when the hardware or the
+torch build does, so an unchanged machine re-measures nothing."""
+
+import argparse
+import sys
+
+import torch
+
+from stages import run
+
+from roofline.config import device_config, load_params
+from roofline.hardware import find_device, identity, live_hardware, unmatched_gpus
+from roofline.records import (
+    fingerprint,
+    fingerprint_path,
+    lock_records_fingerprint,
+    probe_decision,
+    read_json,
+)
+from roofline.schema import write_json_atomic
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
+    name = parser.parse_args(argv).device
+    cfg = load_params()
+    dev = device_config(cfg, name)
+    path = fingerprint_path(name)
+    recorded = read_json(path) if path.exists() else None
+    if recorded is None and lock_records_fingerprint(name):
+        sys.exit(f"{name}: dvc.lock records results for it, but {path} is not in this workspace: "
+                 "run `uv run dvc pull` first (or `uv run dvc checkout` if they are in the cache)")
+    hardware = live_hardware()
+    found = find_device(dev, hardware)
+    here = identity(dev.kind.name, found) if found else None
+    fresh = fingerprint(name, here, torch.__version__) if here else None
+    new, message = probe_decision(name, recorded, here, fresh)
+    print(message)
+    for gpu in unmatched_gpus(cfg.devices, hardware):
+        print(f"note: GPU {gpu['name']!r} (sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs) "
+              "matches no device file; to measure it, add conf/device/<name>.yaml (see README: "
+              "adding a device)")
+    if new is not None and new != recorded:
+        write_json_atomic(path, new)
+
+
+if __name__ == "__main__":
+    run(main)
