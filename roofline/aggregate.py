@@ -20,7 +20,9 @@ def load_results(name: str, path: Path) -> dict[str, Any]:
     record = read_json(path)
     if not isinstance(record, dict) or record.get("device") != name or "rows" not in record:
         raise SchemaError(f"{path}: not a results record for device {name!r}")
-    record["rows"] = [row_from_dict(row, f"{path}, row {i + 1}") for i, row in enumerate(record["rows"])]
+    record["rows"] = [
+        row_from_dict(row, f"{path}, row {i + 1}") for i, row in enumerate(record["rows"])
+    ]
     for i, row in enumerate(record["rows"]):
         if row.device != name:
             raise SchemaError(f"{path}, row {i + 1}: device {row.device!r}, expected {name!r}")
@@ -42,14 +44,19 @@ def manifest(cfg: DictConfig, records: dict[str, dict[str, Any]]) -> dict[str, A
             "kind": dev.kind.name,
             "status": record["status"],
             "cost_per_hour_usd": dev.cost_per_hour,
-            "datasheet": {"peak_tflops": to_plain(dev.peak_tflops),
-                          "memory_bandwidth_gbps": dev.memory_bandwidth_gbps},
+            "datasheet": {
+                "peak_tflops": to_plain(dev.peak_tflops),
+                "memory_bandwidth_gbps": dev.memory_bandwidth_gbps,
+            },
         }
         if record["status"] == "measured":
             run = record["run"]
             hours = run["wall_s"] / 3600
-            peaks = {r.dtype: {"tflops": r.peak_tflops, "source": r.peak_source}
-                     for r in record["rows"] if r.status == "measured"}
+            peaks = {
+                r.dtype: {"tflops": r.peak_tflops, "source": r.peak_source}
+                for r in record["rows"]
+                if r.status == "measured"
+            }
             entry |= {
                 "hardware": record["hardware"],
                 "measured_at": run["started_at"],
@@ -59,8 +66,10 @@ def manifest(cfg: DictConfig, records: dict[str, dict[str, Any]]) -> dict[str, A
                 "wall_s": run["wall_s"],
                 "run_cost_usd": None if dev.cost_per_hour is None else dev.cost_per_hour * hours,
                 "peaks_used": peaks,
-                "memory_copy": {k: record["memory"][k]
-                                for k in ("bytes_moved", "median_s", "min_s", "max_s", "spread", "gbps")},
+                "memory_copy": {
+                    k: record["memory"][k]
+                    for k in ("bytes_moved", "median_s", "min_s", "max_s", "spread", "gbps")
+                },
             }
         devices[name] = entry
     return {"lab": LAB, "bench": to_plain(cfg.bench), "devices": devices}

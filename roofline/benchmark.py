@@ -24,8 +24,12 @@ def points(dev: DictConfig) -> list[tuple[str, list[int]]]:
 def pending_record(name: str, dev: DictConfig) -> dict[str, Any]:
     reason = f"never measured: run `uv run dvc repro` on a machine with {dev.sku}"
     rows = [empty_row(name, dtype, shape, "pending", reason) for dtype, shape in points(dev)]
-    return {"device": name, "sku": dev.sku, "status": "pending",
-            "rows": [asdict(row) for row in rows]}
+    return {
+        "device": name,
+        "sku": dev.sku,
+        "status": "pending",
+        "rows": [asdict(row) for row in rows],
+    }
 
 
 def check_fits(name: str, dev: DictConfig, memory_bytes: int) -> None:
@@ -51,13 +55,21 @@ def cpu_peaks(dev: DictConfig, found: dict[str, Any], cores: int) -> dict[str, t
         native = ar.cpu_flop_per_cycle(dtype, set(found["isa"]))
         if native:
             flop, isa = native
-            peaks[dtype] = (ar.cpu_peak_tflops(cores, clock, flop),
-                            f"{cores} cores x {clock:.2f} GHz ({clock_source}) x {flop} FLOP/cycle, {isa}")
+            peaks[dtype] = (
+                ar.cpu_peak_tflops(cores, clock, flop),
+                f"{cores} cores x {clock:.2f} GHz ({clock_source}) x {flop} FLOP/cycle, {isa}",
+            )
     return peaks
 
 
-def measure_device(name: str, dev: DictConfig, bench: DictConfig, found: dict[str, Any],
-                   identity: dict[str, Any], log=print) -> dict[str, Any]:
+def measure_device(
+    name: str,
+    dev: DictConfig,
+    bench: DictConfig,
+    found: dict[str, Any],
+    identity: dict[str, Any],
+    log=print,
+) -> dict[str, Any]:
     kind = dev.kind.name
     started, t0 = datetime.now(UTC), time.perf_counter()
     if kind == "cpu":
@@ -67,7 +79,11 @@ def measure_device(name: str, dev: DictConfig, bench: DictConfig, found: dict[st
         peaks = cpu_peaks(dev, found, cores)
         native = set(peaks)
     else:
-        device, cache, memory = f"cuda:{found['index']}", found.get("l2_bytes"), found["memory_bytes"]
+        device, cache, memory = (
+            f"cuda:{found['index']}",
+            found.get("l2_bytes"),
+            found["memory_bytes"],
+        )
         torch.cuda.set_device(device)
         peaks = {dtype: (float(tf), "datasheet (dense)") for dtype, tf in dev.peak_tflops.items()}
         native = None
@@ -81,9 +97,17 @@ def measure_device(name: str, dev: DictConfig, bench: DictConfig, found: dict[st
             log(f"{name} {dtype} {shape}: skipped: {skip}")
             continue
         try:
-            point = measure_matmul(*shape, dtype, device, timer, seed=bench.seed,
-                                   warmup=bench.warmup, repeats=bench.repeats,
-                                   check_rows=bench.check_rows, cache_bytes=cache)
+            point = measure_matmul(
+                *shape,
+                dtype,
+                device,
+                timer,
+                seed=bench.seed,
+                warmup=bench.warmup,
+                repeats=bench.repeats,
+                check_rows=bench.check_rows,
+                cache_bytes=cache,
+            )
         except WrongResult as err:
             rows.append(empty_row(name, dtype, shape, "failed", f"wrong result, not timed: {err}"))
             log(f"{name} {dtype} {shape}: FAILED: {err}")
@@ -92,11 +116,14 @@ def measure_device(name: str, dev: DictConfig, bench: DictConfig, found: dict[st
         row = measured_row(name, dtype, shape, point.samples, peak, source, point.check_error)
         rows.append(row)
         mfu = f", MFU {row.mfu:.1%}" if row.mfu is not None else ""
-        log(f"{name} {dtype} {shape}: {row.achieved_tflops:.3f} TFLOP/s{mfu} "
-            f"(median {row.median_s:.4g} s, spread {row.spread:.1%}, {row.repeats} reps)")
+        log(
+            f"{name} {dtype} {shape}: {row.achieved_tflops:.3f} TFLOP/s{mfu} "
+            f"(median {row.median_s:.4g} s, spread {row.spread:.1%}, {row.repeats} reps)"
+        )
     copy_bytes = bench.copy_mib * 2**20
-    copy_samples = measure_copy(copy_bytes, device, timer, seed=bench.seed,
-                                warmup=bench.warmup, repeats=bench.repeats)
+    copy_samples = measure_copy(
+        copy_bytes, device, timer, seed=bench.seed, warmup=bench.warmup, repeats=bench.repeats
+    )
     copy = ar.summarize(copy_samples)
     copy_gbps = ar.gbps(2 * copy_bytes, copy["median_s"])
     log(f"{name} copy {bench.copy_mib} MiB: {copy_gbps:.1f} GB/s (read + write)")
@@ -112,7 +139,11 @@ def measure_device(name: str, dev: DictConfig, bench: DictConfig, found: dict[st
             "versions": versions(),
             "threads": torch.get_num_threads() if kind == "cpu" else None,
         },
-        "memory": {"bytes_moved": 2 * copy_bytes, **copy, "gbps": copy_gbps,
-                   "samples_s": copy_samples},
+        "memory": {
+            "bytes_moved": 2 * copy_bytes,
+            **copy,
+            "gbps": copy_gbps,
+            "samples_s": copy_samples,
+        },
         "rows": [asdict(row) for row in rows],
     }

@@ -55,8 +55,22 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
+def gpu_count() -> int:
+    """NVIDIA GPUs the driver reports. No driver means no NVML library and so no CUDA GPU;
+    asking NVML first keeps a CPU machine's probe from importing torch (seconds)."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetCount()
+    except Exception:
+        return 0
+
+
 def gpu_info() -> list[dict[str, Any]]:
-    """NVIDIA GPUs through torch (always) and NVML (driver, power, clocks) when it loads."""
+    """NVIDIA GPUs through torch (always) and NVML (driver, power, clocks)."""
+    if gpu_count() == 0:
+        return []
     import torch
 
     if not torch.cuda.is_available():
@@ -104,7 +118,9 @@ def live_hardware() -> dict[str, Any]:
             described = json.loads(path.read_text())
         except (OSError, ValueError) as err:
             raise SystemExit(f"{HARDWARE_ENV}={override}: cannot read it as JSON: {err}") from err
-        if not isinstance(described.get("cpu"), dict) or not isinstance(described.get("gpus"), list):
+        if not isinstance(described.get("cpu"), dict) or not isinstance(
+            described.get("gpus"), list
+        ):
             raise SystemExit(
                 f'{HARDWARE_ENV}={override}: needs {{"cpu": {{"model": ...}}, "gpus": [...]}}'
             )

@@ -20,7 +20,13 @@ TORCH_DTYPE = {
 }
 # Largest allowed max|C - C_ref| / max|C_ref| on the checked rows. Rounding of the output (and,
 # for tf32, of the inputs) gives ~1e-3 for the 16-bit types; a wrong kernel gives ~1.
-TOLERANCE = {"float32": 1e-4, "tf32": 1e-2, "float16": 1e-2, "bfloat16": 2e-2, "float8_e4m3fn": 2e-2}
+TOLERANCE = {
+    "float32": 1e-4,
+    "tf32": 1e-2,
+    "float16": 1e-2,
+    "bfloat16": 2e-2,
+    "float8_e4m3fn": 2e-2,
+}
 # Operand sets to rotate through at most (tiny shapes against a large cache).
 MAX_SETS = 4096
 
@@ -36,20 +42,28 @@ class Point:
     buffer_sets: int
 
 
-def unsupported_reason(dtype: str, device_kind: str, native_dtypes: set[str] | None = None,
-                       compute_capability: str | None = None) -> str | None:
+def unsupported_reason(
+    dtype: str,
+    device_kind: str,
+    native_dtypes: set[str] | None = None,
+    compute_capability: str | None = None,
+) -> str | None:
     """Why a dtype cannot be measured on this device, or None when it can."""
     if device_kind == "cpu":
         if dtype in ("tf32", "float8_e4m3fn"):
             return f"{dtype} is a GPU tensor-core format; CPUs have no native {dtype} matmul"
         if native_dtypes is not None and dtype not in native_dtypes:
-            return (f"no native {dtype} on this CPU (needs AMX or AVX512 for it); "
-                    "PyTorch's fallback would be a slow emulation, not this CPU's ceiling")
+            return (
+                f"no native {dtype} on this CPU (needs AMX or AVX512 for it); "
+                "PyTorch's fallback would be a slow emulation, not this CPU's ceiling"
+            )
         return None
     if dtype == "float8_e4m3fn" and compute_capability is not None:
         major, minor = (int(x) for x in compute_capability.split("."))
         if (major, minor) < (8, 9):
-            return f"float8 matmul needs compute capability >= 8.9; this GPU is {compute_capability}"
+            return (
+                f"float8 matmul needs compute capability >= 8.9; this GPU is {compute_capability}"
+            )
     return None
 
 
@@ -81,17 +95,29 @@ def matmul_fn(dtype: str, device: str) -> Callable[[torch.Tensor, torch.Tensor],
     return torch.matmul
 
 
-def check_product(a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, rows: int,
-                  gen: torch.Generator) -> float:
+def check_product(
+    a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, rows: int, gen: torch.Generator
+) -> float:
     """max|C - A@B| / max|A@B| over a random sample of rows, against float64."""
     picked = torch.randperm(a.shape[0], generator=gen, device=gen.device)[:rows].to(a.device)
     ref = a[picked].double() @ b.double()
     return ((c[picked].double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
 
 
-def measure_matmul(m: int, n: int, k: int, dtype: str, device: str, timer: Timer, *,
-                   seed: int, warmup: int, repeats: int, check_rows: int,
-                   cache_bytes: int | None) -> Point:
+def measure_matmul(
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    device: str,
+    timer: Timer,
+    *,
+    seed: int,
+    warmup: int,
+    repeats: int,
+    check_rows: int,
+    cache_bytes: int | None,
+) -> Point:
     """Check C = A @ B against float64, then time it. Raises WrongResult instead of timing a
     kernel whose output is wrong."""
     gen = torch.Generator(device=device).manual_seed(seed)
@@ -102,15 +128,18 @@ def measure_matmul(m: int, n: int, k: int, dtype: str, device: str, timer: Timer
         c = mm(*operands[0])
         error = check_product(*operands[0], c, check_rows, gen)
         if not error <= TOLERANCE[dtype]:  # also catches NaN
-            raise WrongResult(f"max relative error {error:.3g} > {TOLERANCE[dtype]:g} "
-                              f"against float64 on {check_rows} rows")
+            raise WrongResult(
+                f"max relative error {error:.3g} > {TOLERANCE[dtype]:g} "
+                f"against float64 on {check_rows} rows"
+            )
         del c
         samples = sample(lambda i: mm(*operands[i % sets]), timer, warmup, repeats)
     return Point(samples=samples, check_error=error, buffer_sets=sets)
 
 
-def measure_copy(nbytes: int, device: str, timer: Timer, *, seed: int, warmup: int,
-                 repeats: int) -> list[float]:
+def measure_copy(
+    nbytes: int, device: str, timer: Timer, *, seed: int, warmup: int, repeats: int
+) -> list[float]:
     """Time dst.copy_(src) for a buffer of `nbytes`; it reads and writes nbytes each."""
     gen = torch.Generator(device=device).manual_seed(seed)
     src = torch.randn(nbytes // 4, device=device, generator=gen)

@@ -50,24 +50,47 @@ def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
         for roof in roofs(name, entry, rows):
             for label, bw, style in slopes:
                 y = np.minimum(roof["peak"], bw * 1e9 * x / 1e12)
-                ax.plot(x, y, style, color=color, lw=2, alpha=0.5 if pending else 1.0,
-                        label=f"{name}{pending}: {label} {bw:.0f} GB/s, "
-                              f"{'/'.join(roof['dtypes'])} roof {roof['peak']:.3g} TFLOP/s")
+                ax.plot(
+                    x,
+                    y,
+                    style,
+                    color=color,
+                    lw=2,
+                    alpha=0.5 if pending else 1.0,
+                    label=f"{name}{pending}: {label} {bw:.0f} GB/s, "
+                    f"{'/'.join(roof['dtypes'])} roof {roof['peak']:.3g} TFLOP/s",
+                )
                 ridge = ridge_point(roof["peak"], bw)
                 ax.plot([ridge], [roof["peak"]], "|", color=color, ms=14, mew=2)
             if not slopes:  # no bandwidth known: the roof alone
-                ax.axhline(roof["peak"], color=color, lw=2, ls="--",
-                           label=f"{name}{pending}: {'/'.join(roof['dtypes'])} roof "
-                                 f"{roof['peak']:.3g} TFLOP/s")
+                ax.axhline(
+                    roof["peak"],
+                    color=color,
+                    lw=2,
+                    ls="--",
+                    label=f"{name}{pending}: {'/'.join(roof['dtypes'])} roof "
+                    f"{roof['peak']:.3g} TFLOP/s",
+                )
     measured = rows[rows.status == "measured"]
     for (name, dtype), group in measured.groupby(["device", "dtype"], sort=False):
-        ax.scatter(group.arithmetic_intensity, group.achieved_tflops, s=180, zorder=5,
-                   marker=MARKERS.get(dtype, "o"), color=palette[name], edgecolor="black",
-                   label=f"{name} {dtype}: {group.achieved_tflops.max():.3g} TFLOP/s measured")
-    ax.set(xscale="log", yscale="log", xlim=INTENSITY_RANGE,
-           xlabel="arithmetic intensity (FLOP/byte, ideal-cache bytes)",
-           ylabel="performance (TFLOP/s)",
-           title="Dense matmul roofline (solid: datasheet, dotted: measured copy)")
+        ax.scatter(
+            group.arithmetic_intensity,
+            group.achieved_tflops,
+            s=180,
+            zorder=5,
+            marker=MARKERS.get(dtype, "o"),
+            color=palette[name],
+            edgecolor="black",
+            label=f"{name} {dtype}: {group.achieved_tflops.max():.3g} TFLOP/s measured",
+        )
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlim=INTENSITY_RANGE,
+        xlabel="arithmetic intensity (FLOP/byte, ideal-cache bytes)",
+        ylabel="performance (TFLOP/s)",
+        title="Dense matmul roofline (solid: datasheet, dotted: measured copy)",
+    )
     ax.legend(fontsize=9, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=True)
     fig.tight_layout()
     return fig

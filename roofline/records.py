@@ -36,7 +36,9 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text())
     except ValueError as err:
-        raise SystemExit(f"{path} is not valid JSON ({err}); restore it with `dvc checkout {path}`")
+        raise SystemExit(
+            f"{path} is not valid JSON ({err}); restore it with `dvc checkout {path}`"
+        ) from err
 
 
 def lock_records_fingerprint(name: str) -> bool:
@@ -50,38 +52,51 @@ def lock_records_fingerprint(name: str) -> bool:
 
 def fingerprint(name: str, hardware_identity: dict[str, Any], torch_version: str) -> dict:
     # A new torch is a new measurement on the same hardware, so it belongs in the fingerprint.
-    return {"device": name, "status": "recorded", "hardware": hardware_identity,
-            "torch": torch_version}
+    return {
+        "device": name,
+        "status": "recorded",
+        "hardware": hardware_identity,
+        "torch": torch_version,
+    }
 
 
 def never_measured(name: str) -> dict:
     return {"device": name, "status": NEVER}
 
 
-def probe_decision(name: str, recorded: dict | None, here: dict | None,
-                   fresh: dict | None) -> tuple[dict | None, str]:
+def probe_decision(
+    name: str, recorded: dict | None, here: dict | None, fresh: dict | None, replace: bool = False
+) -> tuple[dict | None, str]:
     """(fingerprint to write, or None to keep the recorded one; what happened, for the log).
 
     `here` is the identity of the device on this machine (None when absent); `fresh` the
-    fingerprint this machine would write."""
+    fingerprint this machine would write; `replace` takes the device over from other hardware."""
+    if replace:
+        if here is None:
+            raise SystemExit(f"{name}: cannot replace its hardware from a machine without it")
+        was = describe(recorded["hardware"]) if recorded and recorded["status"] != NEVER else "none"
+        return fresh, f"{name}: replaced recorded hardware ({was}) with {describe(here)}"
     if here is None:
         if recorded is None:
             return never_measured(name), f"{name}: not on this machine, never measured: pending"
         if recorded["status"] == NEVER:
             return None, f"{name}: not on this machine, never measured: pending"
-        return None, f"{name}: not on this machine; keeping results from {describe(recorded['hardware'])}"
+        return (
+            None,
+            f"{name}: not on this machine; keeping results from {describe(recorded['hardware'])}",
+        )
     if recorded is None or recorded["status"] == NEVER or recorded["hardware"] == here:
         return fresh, f"{name}: here ({describe(here)})"
     return None, (
         f"{name}: this machine has {describe(here)} but the results on record were measured on "
-        f"{describe(recorded['hardware'])}; keeping them. To measure this machine instead, "
-        f"delete {fingerprint_path(name)} and run `uv run dvc repro` (see README: replacing a "
-        "device's hardware)."
+        f"{describe(recorded['hardware'])}; keeping them. To measure this machine instead: "
+        f"`uv run python -m stages.probe {name} --replace` then `uv run dvc repro` (README: "
+        "replacing a device's hardware)."
     )
 
 
 def benchmark_decision(name: str, recorded: dict, here: dict | None) -> str:
-    """"pending" or "measure"; raises SystemExit when neither is honest."""
+    """ "pending" or "measure"; raises SystemExit when neither is honest."""
     if recorded["status"] == NEVER:
         return "pending"
     if here is not None and recorded["hardware"] == here:

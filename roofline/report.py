@@ -12,12 +12,18 @@ HEADLINE_DTYPE = {"cpu": "float32", "cuda": "float16"}  # the lab's kernel on ea
 
 
 def _num(value: Any, fmt: str) -> str:
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
+    return (
+        ""
+        if value is None or (isinstance(value, float) and math.isnan(value))
+        else format(value, fmt)
+    )
 
 
 def table(rows: pd.DataFrame) -> str:
-    lines = ["| device | dtype | M×N×K | status | TFLOP/s (median) | spread | MFU | GB/s | FLOP/byte |",
-             "|---|---|---|---|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| device | dtype | M×N×K | status | TFLOP/s (median) | spread | MFU | GB/s | FLOP/byte |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|",
+    ]
     for r in rows.itertuples():
         status = r.status if r.status == "measured" else f"{r.status}: {r.reason}"
         if isinstance(r.flag, str) and r.flag:
@@ -46,17 +52,22 @@ def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
     if head is None:
         return f"No kernel of {name} was measured: every row is skipped or failed (see the table)."
     versions, copy = entry["versions"], entry["memory_copy"]
-    library = (f"torch {versions['torch']} with MKL {versions['mkl']} / oneDNN {versions['onednn']}, "
-               f"{entry['threads']} threads" if entry["kind"] == "cpu"
-               else f"torch {versions['torch']}, CUDA {versions['cuda']} (cuBLAS)")
+    library = (
+        f"torch {versions['torch']} with MKL {versions['mkl']} / oneDNN {versions['onednn']}, "
+        f"{entry['threads']} threads"
+        if entry["kind"] == "cpu"
+        else f"torch {versions['torch']}, CUDA {versions['cuda']} (cuBLAS)"
+    )
     shape = f"{head.m}×{head.n}×{head.k}"
     parts = [
         f"**{head.dtype} {shape}** ran at **{head.achieved_tflops:.4g} TFLOP/s** "
         f"(median of {int(head.repeats)}, spread {head.spread:.1%}) on {library}."
     ]
     if pd.notna(head.mfu):
-        parts.append(f"That is **MFU {head.mfu:.1%}** of the dense peak {head.peak_tflops:.4g} "
-                     f"TFLOP/s ({head.peak_source}).")
+        parts.append(
+            f"That is **MFU {head.mfu:.1%}** of the dense peak {head.peak_tflops:.4g} "
+            f"TFLOP/s ({head.peak_source})."
+        )
     ridge = ridge_point(head.peak_tflops, copy["gbps"]) if pd.notna(head.peak_tflops) else None
     move_s = matmul_bytes(head.m, head.n, head.k, head.dtype) / (copy["gbps"] * 1e9)
     if ridge:
@@ -68,12 +79,19 @@ def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
             f"moving its operands once at that rate takes {move_s:.3g} s, "
             f"{move_s / head.median_s:.1%} of the measured time."
         )
-    others = rows[(rows.status == "measured") & (rows.dtype != head.dtype)
-                  & (rows.m == head.m) & (rows.n == head.n) & (rows.k == head.k)]
+    others = rows[
+        (rows.status == "measured")
+        & (rows.dtype != head.dtype)
+        & (rows.m == head.m)
+        & (rows.n == head.n)
+        & (rows.k == head.k)
+    ]
     for r in others.itertuples():
-        parts.append(f"On the same shape {r.dtype} reached {r.achieved_tflops:.4g} TFLOP/s, "
-                     f"{r.achieved_tflops / head.achieved_tflops:.2f}× {head.dtype}"
-                     + (f" (MFU {r.mfu:.1%} of {r.peak_source})." if pd.notna(r.mfu) else "."))
+        parts.append(
+            f"On the same shape {r.dtype} reached {r.achieved_tflops:.4g} TFLOP/s, "
+            f"{r.achieved_tflops / head.achieved_tflops:.2f}× {head.dtype}"
+            + (f" (MFU {r.mfu:.1%} of {r.peak_source})." if pd.notna(r.mfu) else ".")
+        )
     if entry["kind"] == "cpu":
         parts.append(
             "Not measured here, and so not claimed: how far the AVX-512 clock under load sits below "
@@ -88,15 +106,20 @@ def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
 
 def pending_paragraph(name: str, entry: dict[str, Any]) -> str:
     sheet = entry["datasheet"]
-    peaks = ", ".join(f"{d} {p:g}" for d, p in sheet["peak_tflops"].items()) or "computed when measured"
+    peaks = (
+        ", ".join(f"{d} {p:g}" for d, p in sheet["peak_tflops"].items()) or "computed when measured"
+    )
     text = f"Never measured; the plot shows its datasheet roofline only (dense TFLOP/s: {peaks}"
     if sheet["memory_bandwidth_gbps"]:
         text += f"; {sheet['memory_bandwidth_gbps']:g} GB/s"
         fp16 = sheet["peak_tflops"].get("float16")
         if fp16:
-            text += f"; float16 ridge {ridge_point(fp16, sheet['memory_bandwidth_gbps']):.0f} FLOP/byte"
+            text += (
+                f"; float16 ridge {ridge_point(fp16, sheet['memory_bandwidth_gbps']):.0f} FLOP/byte"
+            )
     return (
-        text + "). To measure it, on a machine with this device, from a clone of this repository:\n\n"
+        text
+        + "). To measure it, on a machine with this device, from a clone of this repository:\n\n"
         "```sh\nuv run dvc pull --allow-missing && uv run dvc repro && uv run dvc push\n"
         f"git add experiments/x4-roofline/devices/{name}/dvc.lock && git commit -m 'measure {name}'\n```"
     )
@@ -124,9 +147,11 @@ def render(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
         if entry["status"] == "measured":
             cost = entry["run_cost_usd"]
             cost_text = "no cost per hour set" if cost is None else f"run cost ${cost:.4f}"
-            title = (f"### {name}: {entry['hardware'].get('model') or entry['hardware'].get('name')}"
-                     f" (measured {entry['measured_at']} at {entry['git_revision'] or 'no git revision'},"
-                     f" {entry['wall_s']:.0f} s, {cost_text})")
+            title = (
+                f"### {name}: {entry['hardware'].get('model') or entry['hardware'].get('name')}"
+                f" (measured {entry['measured_at']} at {entry['git_revision'] or 'no git revision'},"
+                f" {entry['wall_s']:.0f} s, {cost_text})"
+            )
             body = gap_paragraph(name, entry, rows[rows.device == name])
         else:
             title, body = f"### {name}: {entry['sku']} (pending)", pending_paragraph(name, entry)

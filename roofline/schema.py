@@ -42,28 +42,60 @@ class Row:
     samples_s: list[float] = field(default_factory=list)
 
 
-NUMBERS = ("median_s", "min_s", "max_s", "spread", "repeats", "achieved_tflops",
-           "achieved_bw_gbps", "arithmetic_intensity", "peak_tflops", "mfu", "check_error")
+NUMBERS = (
+    "median_s",
+    "min_s",
+    "max_s",
+    "spread",
+    "repeats",
+    "achieved_tflops",
+    "achieved_bw_gbps",
+    "arithmetic_intensity",
+    "peak_tflops",
+    "mfu",
+    "check_error",
+)
 CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
 
 
-def measured_row(device: str, dtype: str, shape: list[int], samples: list[float],
-                 peak_tflops: float | None, peak_source: str, check_error: float) -> Row:
+def measured_row(
+    device: str,
+    dtype: str,
+    shape: list[int],
+    samples: list[float],
+    peak_tflops: float | None,
+    peak_source: str,
+    check_error: float,
+) -> Row:
     """A measured row: every figure derived from the median of the samples."""
     m, n, k = shape
     stats = ar.summarize(samples)
     flops, nbytes = ar.matmul_flops(m, n, k), ar.matmul_bytes(m, n, k, dtype)
     achieved = ar.tflops(flops, stats["median_s"])
-    row = Row(device=device, dtype=dtype, m=m, n=n, k=k, status="measured", **stats,
-              repeats=len(samples), achieved_tflops=achieved,
-              achieved_bw_gbps=ar.gbps(nbytes, stats["median_s"]),
-              arithmetic_intensity=ar.intensity(flops, nbytes), peak_tflops=peak_tflops,
-              peak_source=peak_source, check_error=check_error, samples_s=list(samples))
+    row = Row(
+        device=device,
+        dtype=dtype,
+        m=m,
+        n=n,
+        k=k,
+        status="measured",
+        **stats,
+        repeats=len(samples),
+        achieved_tflops=achieved,
+        achieved_bw_gbps=ar.gbps(nbytes, stats["median_s"]),
+        arithmetic_intensity=ar.intensity(flops, nbytes),
+        peak_tflops=peak_tflops,
+        peak_source=peak_source,
+        check_error=check_error,
+        samples_s=list(samples),
+    )
     if peak_tflops:
         row.mfu = ar.mfu(achieved, peak_tflops)
         if achieved > peak_tflops:
-            row.flag = (f"above the dense peak ({achieved:.3g} > {peak_tflops:.3g} TFLOP/s): a bug "
-                        "in the timing, the FLOP count or the peak, not a result")
+            row.flag = (
+                f"above the dense peak ({achieved:.3g} > {peak_tflops:.3g} TFLOP/s): a bug "
+                "in the timing, the FLOP count or the peak, not a result"
+            )
     return row
 
 

@@ -5,10 +5,7 @@ torch build does, so an unchanged machine re-measures nothing."""
 
 import argparse
 import sys
-
-import torch
-
-from stages import run
+from importlib.metadata import version
 
 from roofline.config import device_config, load_params
 from roofline.hardware import find_device, identity, live_hardware, unmatched_gpus
@@ -20,29 +17,41 @@ from roofline.records import (
     read_json,
 )
 from roofline.schema import write_json_atomic
+from stages import run
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
-    name = parser.parse_args(argv).device
+    parser.add_argument(
+        "--replace",
+        action="store_true",
+        help="record this machine's hardware for the device even though other "
+        "hardware is on record (a new laptop); the next `dvc repro` re-measures it",
+    )
+    args = parser.parse_args(argv)
+    name = args.device
     cfg = load_params()
     dev = device_config(cfg, name)
     path = fingerprint_path(name)
     recorded = read_json(path) if path.exists() else None
     if recorded is None and lock_records_fingerprint(name):
-        sys.exit(f"{name}: dvc.lock records results for it, but {path} is not in this workspace: "
-                 "run `uv run dvc pull` first (or `uv run dvc checkout` if they are in the cache)")
+        sys.exit(
+            f"{name}: dvc.lock records results for it, but {path} is not in this workspace: "
+            "run `uv run dvc pull` first (or `uv run dvc checkout` if they are in the cache)"
+        )
     hardware = live_hardware()
     found = find_device(dev, hardware)
     here = identity(dev.kind.name, found) if found else None
-    fresh = fingerprint(name, here, torch.__version__) if here else None
-    new, message = probe_decision(name, recorded, here, fresh)
+    fresh = fingerprint(name, here, version("torch")) if here else None
+    new, message = probe_decision(name, recorded, here, fresh, args.replace)
     print(message)
     for gpu in unmatched_gpus(cfg.devices, hardware):
-        print(f"note: GPU {gpu['name']!r} (sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs) "
-              "matches no device file; to measure it, add conf/device/<name>.yaml (see README: "
-              "adding a device)")
+        print(
+            f"note: GPU {gpu['name']!r} (sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs) "
+            "matches no device file; to measure it, add conf/device/<name>.yaml (see README: "
+            "adding a device)"
+        )
     if new is not None and new != recorded:
         write_json_atomic(path, new)
 

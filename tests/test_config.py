@@ -1,0 +1,104 @@
+"""Config: conf/ composes into the committed params.yaml, and bad values stop with their name."""
+
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from roofline.compose import compose, explain
+from roofline.config import ConfigError, check, device_config, load_params
+from tests.conftest import config, device
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_params_yaml_is_conf_composed():
+    assert (ROOT / "params.yaml").read_text() == compose(ROOT, []), (
+        "params.yaml drifted from conf/: run `uv run python -m roofline.compose`"
+    )
+
+
+def test_every_device_and_the_labs_defaults_compose():
+    cfg = load_params(ROOT / "params.yaml")
+    assert list(cfg.devices) == ["cpu", "a100", "h100", "h200"]
+    assert [d.name for d in cfg.devices.cpu.dtypes] == ["float32", "bfloat16", "float16"]
+    for name in ("a100", "h100", "h200"):
+        gpu = cfg.devices[name]
+        assert {"float16", "bfloat16"} <= {d.name for d in gpu.dtypes}
+        assert [list(s) for s in gpu.shapes] == [[8192, 8192, 8192]]
+    # Dense peaks, never the 2:4-sparse headline figures.
+    assert cfg.devices.a100.peak_tflops.float16 == 312.0
+    assert cfg.devices.h100.peak_tflops.float16 == 989.4
+    assert cfg.devices.h200.memory_bandwidth_gbps == 4800
+
+
+def test_overrides_compose_like_dvc_exp_run():
+    text = compose(ROOT, ["devices.cpu.shapes=[[2048,2048,2048]]", "devices.cpu.dtypes=[float32]"])
+    cpu = OmegaConf.create(text).devices.cpu
+    assert cpu.shapes == [[2048, 2048, 2048]] and cpu.dtypes == ["float32"]
+
+
+@pytest.mark.parametrize(
+    ("override", "named", "allowed"),
+    [
+        ("devices.cpu.dtypes=[float99]", "float99", "[float32, tf32, float16, bfloat16, float8_e4m3fn]"),
+        ("bench.repeats=abc", "abc", "could not be converted to Integer"),
+        ("devices.h100.kind=tpu", "tpu", "[cpu, cuda]"),
+    ],
+)
+def test_schema_rejects_bad_overrides_at_composition(override, named, allowed):
+    with pytest.raises(Exception, match=named) as err:
+        compose(ROOT, [override])
+    assert allowed in explain(err.value)
+
+
+def test_unknown_device_group_option_is_rejected():
+    with pytest.raises(Exception, match="tpu_v9"):
+        compose(ROOT, ["+device@devices.tpu=tpu_v9"])
+
+
+def gpu(**over):
+    fields = {"kind": "cuda", "sku": "GPU", "peak_tflops": {"float16": 100.0}, "memory_gb": 1,
+              "dtypes": ["float16"], "shapes": [[64, 64, 64]]} | over
+    return device(**fields)
+
+
+@pytest.mark.parametrize(
+    ("dev", "message"),
+    [
+        (gpu(shapes=[[0, 64, 64]]), "shapes has [0, 64, 64]; allowed: [M, N, K] of positive integers"),
+        (gpu(shapes=[[64, 64]]), "shapes has [64, 64]"),
+        (gpu(shapes=[]), "shapes is empty"),
+        (gpu(shapes=[[40000, 40000, 40000]]), "operands need 9.6 GB; allowed: at most the device's 1"),
+        (gpu(dtypes=["bfloat16"]), "dtype bfloat16 has no peak_tflops entry"),
+        (gpu(peak_tflops={"float16": 1.0, "int4": 9.0}), "key 'int4'"),
+    ],
+)
+def test_check_names_the_bad_value_and_what_is_allowed(dev, message):
+    with pytest.raises(ConfigError) as err:
+        check(config({"g": dev}))
+    assert message in str(err.value)
+    assert "devices.g" in str(err.value)
+
+
+def test_check_rejects_bad_bench_settings():
+    with pytest.raises(ConfigError, match="repeats=0"):
+        check(config({"g": gpu()}, repeats=0))
+
+
+def test_a_good_config_passes():
+    check(config({"g": gpu()}))
+
+
+def test_unknown_device_names_the_known_ones():
+    with pytest.raises(ConfigError, match="unknown device 'tpu'; allowed: g"):
+        device_config(config({"g": gpu()}), "tpu")
+
+
+def test_load_params_rejects_a_hand_edited_params_file(tmp_path):
+    bad = tmp_path / "params.yaml"
+    bad.write_text((ROOT / "params.yaml").read_text().replace("repeats: 10", "repeats: many"))
+    with pytest.raises(ConfigError, match="many"):
+        load_params(bad)
+    with pytest.raises(ConfigError, match="not found"):
+        load_params(tmp_path / "missing.yaml")

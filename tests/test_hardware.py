@@ -1,0 +1,75 @@
+"""Device recognition from recorded hardware descriptions, and the stable fingerprint."""
+
+import json
+
+import pytest
+
+from roofline import hardware
+from roofline.hardware import find_device, identity, live_hardware, unmatched_gpus
+from tests.conftest import H100_POD, LAPTOP, config, device
+
+CPU = device(kind="cpu", sku="laptop", recognise={"cpu_model": ".*"}, dtypes=["float32"], shapes=[[8, 8, 8]])
+H100 = device(kind="cuda", sku="H100", recognise={"gpu_name": "H100 80GB HBM3"},
+              peak_tflops={"float16": 989.4}, dtypes=["float16"], shapes=[[8, 8, 8]])
+
+
+def test_cpu_is_here_only_on_machines_without_a_gpu_by_default():
+    assert find_device(CPU, LAPTOP) == LAPTOP["cpu"]
+    assert find_device(CPU, H100_POD) is None
+    host = device(kind="cpu", sku="pod host", recognise={"cpu_model": "EPYC", "with_gpu_present": True},
+                  dtypes=["float32"], shapes=[[8, 8, 8]])
+    assert find_device(host, H100_POD) == H100_POD["cpu"]
+    assert find_device(host, LAPTOP) is None  # another CPU model
+
+
+def test_gpu_is_recognised_by_name():
+    assert find_device(H100, H100_POD)["sm_count"] == 132
+    assert find_device(H100, LAPTOP) is None
+
+
+def test_identity_keeps_only_stable_fields():
+    assert identity("cpu", LAPTOP["cpu"]) == {"model": "Laptop CPU i5", "logical_cores": 2,
+                                              "isa": ["avx2", "avx512f", "fma"]}
+    gpu = dict(H100_POD["gpus"][0], driver="550.1", max_sm_clock_mhz=1980, power_limit_w=700)
+    assert identity("cuda", gpu) == {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0",
+                                     "sm_count": 132, "memory_gib": 85}
+
+
+def test_gpus_no_device_file_matches_are_reported():
+    pod = {"cpu": H100_POD["cpu"], "gpus": [dict(H100_POD["gpus"][0], name="NVIDIA L40S")]}
+    assert [g["name"] for g in unmatched_gpus(config({"h100": H100}).devices, pod)] == ["NVIDIA L40S"]
+    assert unmatched_gpus(config({"h100": H100}).devices, H100_POD) == []
+
+
+def test_a_described_machine_replaces_the_live_one(tmp_path, monkeypatch):
+    path = tmp_path / "pod.json"
+    path.write_text(json.dumps(H100_POD))
+    monkeypatch.setenv(hardware.HARDWARE_ENV, str(path))
+    live = live_hardware()
+    assert live["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3" and live["described_by"] == str(path)
+
+
+@pytest.mark.parametrize("content", ["not json", json.dumps({"cpu": {}})])
+def test_a_bad_description_is_refused_with_its_path(tmp_path, monkeypatch, content):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    monkeypatch.setenv(hardware.HARDWARE_ENV, str(path))
+    with pytest.raises(SystemExit, match="bad.json"):
+        live_hardware()
+
+
+def test_this_machine_is_described_without_a_gpu():
+    live = hardware.cpu_info()
+    assert live["logical_cores"] >= 1 and live["memory_bytes"] > 0 and live["model"]
+
+
+def test_cpu_clock_comes_from_conf_when_set():
+    dev = device(kind="cpu", sku="x", clock_ghz=2.5, dtypes=["float32"], shapes=[[8, 8, 8]])
+    assert hardware.cpu_clock_ghz(dev, 2) == (2.5, "set in conf (devices.<name>.clock_ghz)")
+
+
+def test_measured_cpu_clock_is_plausible_when_a_compiler_is_here():
+    ghz = hardware.measure_cpu_clock_ghz(1)
+    if ghz is None:
+        pytest.skip("no C compiler or not x86-64: the clock falls back to cpufreq or cpuinfo")
+    assert 0.5 < ghz < 7.0  # a register-add chain retires one add per cycle
