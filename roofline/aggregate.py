@@ -7,8 +7,9 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from roofline.config import to_plain
+from roofline.errors import SchemaError
 from roofline.records import read_json
-from roofline.schema import CSV_COLUMNS, SchemaError, row_from_dict
+from roofline.schema import CSV_COLUMNS, row_from_dict
 
 LAB = "x4-roofline: dense matmul, FP16 8192^3 on GPUs (FP32 through the BLAS on a CPU)"
 
@@ -48,6 +49,10 @@ def manifest(cfg: DictConfig, records: dict[str, dict[str, Any]]) -> dict[str, A
                 "peak_tflops": to_plain(dev.peak_tflops),
                 "memory_bandwidth_gbps": dev.memory_bandwidth_gbps,
             },
+            "lab": {
+                "band_tflops": to_plain(dev.lab_band_tflops),
+                "done_tflops": to_plain(dev.lab_done_tflops),
+            },
         }
         if record["status"] == "measured":
             run = record["run"]
@@ -59,6 +64,7 @@ def manifest(cfg: DictConfig, records: dict[str, dict[str, Any]]) -> dict[str, A
             }
             entry |= {
                 "hardware": record["hardware"],
+                "details": record.get("found", {}),
                 "measured_at": run["started_at"],
                 "git_revision": run["git_revision"],
                 "versions": run["versions"],

@@ -35,6 +35,11 @@ def mfu(achieved_tflops: float, peak_tflops: float) -> float:
     return achieved_tflops / peak_tflops
 
 
+def joules_per_tflop(power_w: float, seconds: float, flops: float) -> float:
+    """Energy per TFLOP of work: average power x time per call / TFLOP per call."""
+    return power_w * seconds / (flops / 1e12)
+
+
 def ridge_point(peak_tflops: float, bandwidth_gbps: float) -> float:
     """Intensity (FLOP/byte) where the memory slope meets the compute roof."""
     return peak_tflops * 1e12 / (bandwidth_gbps * 1e9)

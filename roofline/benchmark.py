@@ -1,20 +1,26 @@
 """Measure one device: every (dtype, shape) point and the copy bandwidth, as a results record."""
 
+from __future__ import annotations
+
 import time
-from dataclasses import asdict
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from omegaconf import DictConfig
 
 from roofline import arithmetic as ar
-from roofline.config import ConfigError, operand_bytes
+from roofline import telemetry
+from roofline.errors import ConfigError
 from roofline.hardware import cpu_clock_ghz
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from roofline.provenance import git_revision, versions
-from roofline.schema import empty_row, measured_row
+from roofline.schema import Row, empty_row, measured_row
 from roofline.timing import timer_for
+
+if TYPE_CHECKING:  # omegaconf stays optional: the GPU suite runs without it
+    from omegaconf import DictConfig
 
 
 def points(dev: DictConfig) -> list[tuple[str, list[int]]]:
@@ -36,7 +42,7 @@ def check_fits(name: str, dev: DictConfig, memory_bytes: int) -> None:
     """Refuse, before measuring anything, a shape whose operands (and the float64 copy of B
     the correctness check makes) cannot fit in this device's memory."""
     for dtype, (m, n, k) in points(dev):
-        need = operand_bytes([m, n, k], dtype) + k * n * 8
+        need = ar.matmul_bytes(m, n, k, dtype) + k * n * 8
         if need > 0.8 * memory_bytes:
             raise ConfigError(
                 f"devices.{name}.shapes has {[m, n, k]}: {dtype} needs {need / 1e9:.1f} GB with "
@@ -62,67 +68,111 @@ def cpu_peaks(dev: DictConfig, found: dict[str, Any], cores: int) -> dict[str, t
     return peaks
 
 
+@dataclass
+class Target:
+    """Where the kernels run, and what is known of it before they do."""
+
+    device: str  # torch device string
+    cache_bytes: int | None  # last-level cache (CPU) or L2 (GPU), for buffer rotation
+    memory_bytes: int
+    peaks: dict[str, tuple[float, str]]  # dense peak TFLOP/s and its source, per dtype
+    native: set[str] | None  # CPU dtypes with native hardware support
+    monitor: Callable[[], Any] | None = None  # NVML sampler for the timed window (GPUs)
+
+
+def cpu_target(dev: DictConfig, found: dict[str, Any]) -> Target:
+    cores = found["logical_cores"]
+    torch.set_num_threads(cores)  # all cores; torch.utils.benchmark would use one
+    peaks = cpu_peaks(dev, found, cores)
+    return Target("cpu", found.get("cache_bytes"), found["memory_bytes"], peaks, set(peaks))
+
+
+def gpu_target(dev: DictConfig, found: dict[str, Any], log: Callable[[str], None]) -> Target:
+    device = f"cuda:{found['index']}"
+    torch.cuda.set_device(device)
+    peaks = {dtype: (float(tf), "datasheet (dense)") for dtype, tf in dev["peak_tflops"].items()}
+    try:
+        handle = telemetry.nvml_handle(found["index"], found.get("uuid"))
+        monitor = lambda: telemetry.Sampler(handle)  # noqa: E731
+    except Exception as err:  # measure anyway; the report then says telemetry is missing
+        log(f"no NVML telemetry: {err}")
+        monitor = None
+    return Target(device, found.get("l2_bytes"), found["memory_bytes"], peaks, None, monitor)
+
+
+def measure_point(
+    name: str,
+    dtype: str,
+    shape: list[int],
+    kind: str,
+    target: Target,
+    bench: DictConfig,
+    found: dict[str, Any],
+) -> Row:
+    """One (dtype, shape): skipped, failed (wrong result, never timed) or measured."""
+    skip = unsupported_reason(dtype, kind, target.native, found.get("compute_capability"))
+    if skip:
+        return empty_row(name, dtype, shape, "skipped", skip)
+    try:
+        point = measure_matmul(
+            *shape,
+            dtype,
+            target.device,
+            timer_for(kind),
+            seed=bench.seed,
+            warmup=bench.warmup,
+            repeats=bench.repeats,
+            check_rows=bench.check_rows,
+            cache_bytes=target.cache_bytes,
+            min_seconds=bench.min_seconds,
+            monitor=target.monitor,
+        )
+    except WrongResult as err:
+        return empty_row(name, dtype, shape, "failed", f"wrong result, not timed: {err}")
+    peak, source = target.peaks.get(dtype, (None, f"no datasheet peak for {dtype}"))
+    summary = telemetry.summarize(point.telemetry, found.get("max_sm_clock_mhz"))
+    return measured_row(name, dtype, shape, point.samples, peak, source, point.check_error, summary)
+
+
+def describe_row(row: Row) -> str:
+    where = f"{row.device} {row.dtype} {[row.m, row.n, row.k]}"
+    if row.status != "measured":
+        return f"{where}: {row.status}: {row.reason}"
+    text = f"{where}: {row.achieved_tflops:.4g} TFLOP/s"
+    if row.mfu is not None:
+        text += f", MFU {row.mfu:.1%}"
+    text += f" (median {row.median_s:.4g} s, spread {row.spread:.1%}, {row.repeats} reps)"
+    if row.sm_clock_mhz is not None:
+        text += f", SM {row.sm_clock_mhz:.0f} MHz, {row.power_w:.0f} W"
+    return text
+
+
 def measure_device(
     name: str,
     dev: DictConfig,
     bench: DictConfig,
     found: dict[str, Any],
     identity: dict[str, Any],
-    log=print,
+    log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
+    """Every point of a device, then its copy bandwidth, as its results record."""
     kind = dev.kind.name
     started, t0 = datetime.now(UTC), time.perf_counter()
-    if kind == "cpu":
-        cores = found["logical_cores"]
-        torch.set_num_threads(cores)  # all cores; torch.utils.benchmark would use one
-        device, cache, memory = "cpu", found.get("cache_bytes"), found["memory_bytes"]
-        peaks = cpu_peaks(dev, found, cores)
-        native = set(peaks)
-    else:
-        device, cache, memory = (
-            f"cuda:{found['index']}",
-            found.get("l2_bytes"),
-            found["memory_bytes"],
-        )
-        torch.cuda.set_device(device)
-        peaks = {dtype: (float(tf), "datasheet (dense)") for dtype, tf in dev.peak_tflops.items()}
-        native = None
-    check_fits(name, dev, memory)
-    timer = timer_for(kind)
+    target = cpu_target(dev, found) if kind == "cpu" else gpu_target(dev, found, log)
+    check_fits(name, dev, target.memory_bytes)
     rows = []
     for dtype, shape in points(dev):
-        skip = unsupported_reason(dtype, kind, native, found.get("compute_capability"))
-        if skip:
-            rows.append(empty_row(name, dtype, shape, "skipped", skip))
-            log(f"{name} {dtype} {shape}: skipped: {skip}")
-            continue
-        try:
-            point = measure_matmul(
-                *shape,
-                dtype,
-                device,
-                timer,
-                seed=bench.seed,
-                warmup=bench.warmup,
-                repeats=bench.repeats,
-                check_rows=bench.check_rows,
-                cache_bytes=cache,
-            )
-        except WrongResult as err:
-            rows.append(empty_row(name, dtype, shape, "failed", f"wrong result, not timed: {err}"))
-            log(f"{name} {dtype} {shape}: FAILED: {err}")
-            continue
-        peak, source = peaks.get(dtype, (None, "no peak known for this dtype"))
-        row = measured_row(name, dtype, shape, point.samples, peak, source, point.check_error)
-        rows.append(row)
-        mfu = f", MFU {row.mfu:.1%}" if row.mfu is not None else ""
-        log(
-            f"{name} {dtype} {shape}: {row.achieved_tflops:.3f} TFLOP/s{mfu} "
-            f"(median {row.median_s:.4g} s, spread {row.spread:.1%}, {row.repeats} reps)"
-        )
+        rows.append(measure_point(name, dtype, shape, kind, target, bench, found))
+        log(describe_row(rows[-1]))
     copy_bytes = bench.copy_mib * 2**20
     copy_samples = measure_copy(
-        copy_bytes, device, timer, seed=bench.seed, warmup=bench.warmup, repeats=bench.repeats
+        copy_bytes,
+        target.device,
+        timer_for(kind),
+        seed=bench.seed,
+        warmup=bench.warmup,
+        repeats=bench.repeats,
+        min_seconds=bench.min_seconds,
     )
     copy = ar.summarize(copy_samples)
     copy_gbps = ar.gbps(2 * copy_bytes, copy["median_s"])
@@ -132,6 +182,7 @@ def measure_device(
         "sku": dev.sku,
         "status": "measured",
         "hardware": identity,
+        "found": {k: v for k, v in found.items() if k != "uuid"},
         "run": {
             "started_at": started.isoformat(timespec="seconds"),
             "wall_s": time.perf_counter() - t0,

@@ -11,7 +11,8 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from roofline.arithmetic import ITEMSIZE
+from roofline.arithmetic import ITEMSIZE, matmul_bytes
+from roofline.errors import ConfigError
 
 PARAMS_FILE = Path("params.yaml")
 
@@ -52,6 +53,10 @@ class DeviceConfig:
     memory_gb: float | None = None
     # CPU only: the clock used for the computed peak; null means the probe's reading.
     clock_ghz: float | None = None
+    # The lab's sanity band (expected TFLOP/s, low and high; the report allows +-20%) and its
+    # done threshold, per dtype, where the lab gives them.
+    lab_band_tflops: dict[str, list[float]] = field(default_factory=dict)
+    lab_done_tflops: dict[str, float] = field(default_factory=dict)
     dtypes: list[DType] = field(default_factory=list)
     shapes: list[list[int]] = field(default_factory=list)
 
@@ -63,6 +68,9 @@ class BenchConfig:
     repeats: int = 10
     # Rows of C checked against a float64 reference before timing.
     check_rows: int = 16
+    # Keep timing past `repeats` until this many seconds are covered: a sustained window in
+    # which clocks and power settle (a 1 ms GPU kernel x 10 is a burst, not a measurement).
+    min_seconds: float = 2.0
     # Size of the buffer copied to measure achievable memory bandwidth.
     copy_mib: int = 1024
 
@@ -71,15 +79,6 @@ class BenchConfig:
 class Config:
     bench: BenchConfig = field(default_factory=BenchConfig)
     devices: dict[str, DeviceConfig] = field(default_factory=dict)
-
-
-class ConfigError(ValueError):
-    """A config value that is not allowed; the message names the value and what is allowed."""
-
-
-def operand_bytes(shape: list[int], dtype: str) -> int:
-    m, n, k = shape
-    return (m * k + k * n + m * n) * ITEMSIZE[dtype]
 
 
 def check(cfg: DictConfig) -> None:
@@ -91,16 +90,21 @@ def check(cfg: DictConfig) -> None:
             f"check_rows={cfg.bench.check_rows}; allowed: repeats >= 1, warmup >= 0, "
             "check_rows >= 1"
         )
+    if cfg.bench.min_seconds < 0:
+        errors.append(f"bench.min_seconds={cfg.bench.min_seconds}; allowed: >= 0")
     if cfg.bench.copy_mib < 1:
         errors.append(f"bench.copy_mib={cfg.bench.copy_mib}; allowed: a positive integer")
     for name, dev in cfg.devices.items():
         where = f"devices.{name}"
-        for key in dev.peak_tflops:
-            if key not in ITEMSIZE:
-                errors.append(f"{where}.peak_tflops has key {key!r}; allowed: {sorted(ITEMSIZE)}")
-        for dtype in dev.dtypes:
-            if dev.kind == Kind.cuda and dtype.name not in dev.peak_tflops:
-                errors.append(f"{where}: dtype {dtype.name} has no peak_tflops entry")
+        for table in ("peak_tflops", "lab_band_tflops", "lab_done_tflops"):
+            for key in dev[table]:
+                if key not in ITEMSIZE:
+                    errors.append(f"{where}.{table} has key {key!r}; allowed: {sorted(ITEMSIZE)}")
+        for key, band in dev.lab_band_tflops.items():
+            if len(band) != 2 or not 0 < band[0] <= band[1]:
+                errors.append(
+                    f"{where}.lab_band_tflops.{key}={list(band)}; allowed: [low, high], 0 < low <= high"
+                )
         if not dev.shapes:
             errors.append(f"{where}.shapes is empty; allowed: a list of [M, N, K]")
         for shape in dev.shapes:
@@ -112,7 +116,7 @@ def check(cfg: DictConfig) -> None:
             if dev.memory_gb is None:
                 continue  # checked against the live machine's memory by the benchmark
             for dtype in dev.dtypes:
-                need = operand_bytes(list(shape), dtype.name)
+                need = matmul_bytes(*shape, dtype.name)
                 if need > dev.memory_gb * 1e9:
                     errors.append(
                         f"{where}.shapes has {list(shape)}: its {dtype.name} operands need "

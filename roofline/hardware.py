@@ -4,6 +4,9 @@
 JSON file of the same form replaces the live machine with that description: tests use it to
 play a pod, and a user can preview what `dvc repro` would do on another machine."""
 
+from __future__ import annotations
+
+import ctypes
 import json
 import os
 import platform
@@ -12,11 +15,12 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
-
-from omegaconf import DictConfig
+from typing import TYPE_CHECKING, Any
 
 from roofline.arithmetic import CPU_FLOP_PER_CYCLE
+
+if TYPE_CHECKING:  # omegaconf stays optional here: the GPU suite runs without it
+    from omegaconf import DictConfig
 
 HARDWARE_ENV = "ROOFLINE_HARDWARE"
 # The cpuinfo flags that decide which dtypes run natively (and so the CPU's peak).
@@ -86,11 +90,23 @@ def gpu_info() -> list[dict[str, Any]]:
                 "sm_count": props.multi_processor_count,
                 "memory_bytes": props.total_memory,
                 "l2_bytes": getattr(props, "L2_cache_size", None),
+                "uuid": f"GPU-{props.uuid}" if getattr(props, "uuid", None) else None,
                 "cuda": torch.version.cuda,
+                "cublaslt": cublaslt_version(),
                 **_nvml_info(index),
             }
         )
     return gpus
+
+
+def cublaslt_version() -> int | None:
+    """cublasLtGetVersion() of the cuBLASLt that torch loaded (e.g. 130401), or None."""
+    for soname in ("libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11"):
+        try:
+            return int(ctypes.CDLL(soname).cublasLtGetVersion())
+        except (OSError, AttributeError):
+            continue
+    return None
 
 
 def _nvml_info(index: int) -> dict[str, Any]:
@@ -128,17 +144,22 @@ def live_hardware() -> dict[str, Any]:
     return {"cpu": cpu_info(), "gpus": gpu_info()}
 
 
-def find_device(dev: DictConfig, hardware: dict[str, Any]) -> dict[str, Any] | None:
+def kind(dev: DictConfig | dict) -> str:
+    """ "cpu" or "cuda", from a composed config (an enum) or a plain YAML dict (a string)."""
+    return getattr(dev["kind"], "name", dev["kind"])
+
+
+def find_device(dev: DictConfig | dict, hardware: dict[str, Any]) -> dict[str, Any] | None:
     """The part of `hardware` that is this configured device, or None if it is not here."""
-    rec = dev.recognise
-    if dev.kind.name == "cpu":
-        if hardware["gpus"] and not rec.with_gpu_present:
+    rec = dev["recognise"]
+    if kind(dev) == "cpu":
+        if hardware["gpus"] and not rec.get("with_gpu_present"):
             return None
-        if re.search(rec.cpu_model or ".*", hardware["cpu"]["model"]):
+        if re.search(rec.get("cpu_model") or ".*", hardware["cpu"]["model"]):
             return hardware["cpu"]
         return None
     for gpu in hardware["gpus"]:
-        if rec.gpu_name and re.search(rec.gpu_name, gpu["name"]):
+        if rec.get("gpu_name") and re.search(rec["gpu_name"], gpu["name"]):
             return gpu
     return None
 
@@ -164,9 +185,10 @@ def describe(hardware_identity: dict[str, Any]) -> str:
     return f"{hardware_identity['name']} (sm_{hardware_identity['compute_capability']})"
 
 
-def unmatched_gpus(devices: DictConfig, hardware: dict[str, Any]) -> list[dict[str, Any]]:
+def unmatched_gpus(devices: DictConfig | dict, hardware: dict[str, Any]) -> list[dict[str, Any]]:
     """GPUs here that no configured device recognises."""
-    patterns = [d.recognise.gpu_name for d in devices.values() if d.recognise.gpu_name]
+    patterns = [d["recognise"].get("gpu_name") for d in devices.values()]
+    patterns = [p for p in patterns if p]
     return [g for g in hardware["gpus"] if not any(re.search(p, g["name"]) for p in patterns)]
 
 

@@ -4,7 +4,8 @@ Device-agnostic: the same code runs on "cpu" and "cuda"; only the Timer differs.
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -40,6 +41,7 @@ class Point:
     samples: list[float]
     check_error: float
     buffer_sets: int
+    telemetry: list[dict] = field(default_factory=list)  # NVML samples of the timed window
 
 
 def unsupported_reason(
@@ -117,6 +119,8 @@ def measure_matmul(
     repeats: int,
     check_rows: int,
     cache_bytes: int | None,
+    min_seconds: float = 0.0,
+    monitor: Callable[[], Any] | None = None,
 ) -> Point:
     """Check C = A @ B against float64, then time it. Raises WrongResult instead of timing a
     kernel whose output is wrong."""
@@ -133,15 +137,23 @@ def measure_matmul(
                 f"against float64 on {check_rows} rows"
             )
         del c
-        samples = sample(lambda i: mm(*operands[i % sets]), timer, warmup, repeats)
-    return Point(samples=samples, check_error=error, buffer_sets=sets)
+        with monitor() if monitor else contextlib.nullcontext() as watch:
+            samples = sample(lambda i: mm(*operands[i % sets]), timer, warmup, repeats, min_seconds)
+    return Point(samples, error, sets, watch.samples if watch else [])
 
 
 def measure_copy(
-    nbytes: int, device: str, timer: Timer, *, seed: int, warmup: int, repeats: int
+    nbytes: int,
+    device: str,
+    timer: Timer,
+    *,
+    seed: int,
+    warmup: int,
+    repeats: int,
+    min_seconds: float = 0.0,
 ) -> list[float]:
     """Time dst.copy_(src) for a buffer of `nbytes`; it reads and writes nbytes each."""
     gen = torch.Generator(device=device).manual_seed(seed)
     src = torch.randn(nbytes // 4, device=device, generator=gen)
     dst = torch.empty_like(src)
-    return sample(lambda i: dst.copy_(src), timer, warmup, repeats)
+    return sample(lambda i: dst.copy_(src), timer, warmup, repeats, min_seconds)

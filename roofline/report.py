@@ -9,6 +9,31 @@ import pandas as pd
 from roofline.arithmetic import matmul_bytes, ridge_point
 
 HEADLINE_DTYPE = {"cpu": "float32", "cuda": "float16"}  # the lab's kernel on each kind
+LAB_CAUSES = "no warm-up, no synchronisation, a wrong FLOP count, or throttled clocks"
+
+
+def lab_checks(band: list[float] | None, done: float | None, row: Any) -> list[str]:
+    """The lab's checks on its FP16 8192^3 figure: its sanity band (+-20%) and done threshold.
+    `row` is a results row (mapping or object) for float16."""
+    get = row.get if isinstance(row, dict) else lambda key: getattr(row, key)
+    achieved, peak = get("achieved_tflops"), get("peak_tflops")
+    checks = []
+    if peak and achieved > peak:
+        checks.append(f"INVALID: {achieved:.1f} TFLOP/s is above the dense peak {peak:g}")
+    if band:
+        low, high = band[0] * 0.8, band[1] * 1.2
+        where = "inside" if low <= achieved <= high else "OUTSIDE"
+        text = (
+            f"float16 {achieved:.1f} TFLOP/s is {where} the lab's sanity band "
+            f"{band[0]:g}-{band[1]:g} TFLOP/s +-20% ({low:.0f}-{high:.0f})"
+        )
+        if where == "OUTSIDE":
+            text += f"; usual causes: {LAB_CAUSES}"
+        checks.append(text)
+    if done:
+        met = "met" if achieved >= done else "NOT met"
+        checks.append(f"the lab's done threshold, {done:g} TFLOP/s in float16: {met}")
+    return checks
 
 
 def _num(value: Any, fmt: str) -> str:
@@ -56,7 +81,8 @@ def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
         f"torch {versions['torch']} with MKL {versions['mkl']} / oneDNN {versions['onednn']}, "
         f"{entry['threads']} threads"
         if entry["kind"] == "cpu"
-        else f"torch {versions['torch']}, CUDA {versions['cuda']} (cuBLAS)"
+        else f"torch {versions['torch']}, CUDA {versions['cuda']}, cuBLASLt "
+        f"{entry.get('details', {}).get('cublaslt')}, driver {entry.get('details', {}).get('driver')}"
     )
     shape = f"{head.m}×{head.n}×{head.k}"
     parts = [
@@ -92,6 +118,33 @@ def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
             f"{r.achieved_tflops / head.achieved_tflops:.2f}× {head.dtype}"
             + (f" (MFU {r.mfu:.1%} of {r.peak_source})." if pd.notna(r.mfu) else ".")
         )
+    if pd.notna(head.sm_clock_mhz):
+        text = f"During the timed window the SM clock averaged {head.sm_clock_mhz:.0f} MHz"
+        if pd.notna(head.sm_clock_max_mhz) and head.sm_clock_max_mhz:
+            text += (
+                f" against a maximum of {head.sm_clock_max_mhz:.0f} "
+                f"({head.sm_clock_mhz / head.sm_clock_max_mhz:.0%})"
+            )
+        text += f", at {head.power_w:.0f} W ({head.joules_per_tflop:.2f} J per TFLOP)"
+        reasons = head.throttle_reasons if isinstance(head.throttle_reasons, str) else ""
+        text += (
+            f"; clock limits reported: {reasons.replace('+', ', ')}."
+            if reasons
+            else "; no clock limit was reported."
+        )
+        parts.append(text)
+    elif entry["kind"] == "cuda":
+        parts.append("No NVML telemetry was recorded, so the clock under load is unknown.")
+    lab = entry.get("lab", {})
+    if entry["kind"] == "cuda" and head.dtype == "float16":
+        parts += [
+            f"Lab check: {c}."
+            for c in lab_checks(
+                lab.get("band_tflops", {}).get("float16"),
+                lab.get("done_tflops", {}).get("float16"),
+                vars(head),
+            )
+        ]
     if entry["kind"] == "cpu":
         parts.append(
             "Not measured here, and so not claimed: how far the AVX-512 clock under load sits below "

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from roofline import arithmetic as ar
+from roofline.errors import SchemaError
 
 STATUSES = ("measured", "pending", "skipped", "failed")
 
@@ -38,6 +39,13 @@ class Row:
     peak_source: str = ""
     mfu: float | None = None
     check_error: float | None = None
+    # GPU telemetry over the timed window (NVML); empty on CPUs.
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    power_w: float | None = None
+    temperature_max_c: float | None = None
+    joules_per_tflop: float | None = None
+    throttle_reasons: str = ""
     flag: str = ""  # non-empty marks a number that cannot be right
     samples_s: list[float] = field(default_factory=list)
 
@@ -66,8 +74,10 @@ def measured_row(
     peak_tflops: float | None,
     peak_source: str,
     check_error: float,
+    telemetry: dict[str, Any] | None = None,
 ) -> Row:
-    """A measured row: every figure derived from the median of the samples."""
+    """A measured row: every figure derived from the median of the samples; `telemetry` is
+    a summary from roofline.telemetry.summarize (GPUs)."""
     m, n, k = shape
     stats = ar.summarize(samples)
     flops, nbytes = ar.matmul_flops(m, n, k), ar.matmul_bytes(m, n, k, dtype)
@@ -96,6 +106,13 @@ def measured_row(
                 f"above the dense peak ({achieved:.3g} > {peak_tflops:.3g} TFLOP/s): a bug "
                 "in the timing, the FLOP count or the peak, not a result"
             )
+    if telemetry:
+        row.sm_clock_mhz = telemetry["sm_clock_mhz"]
+        row.sm_clock_max_mhz = telemetry["sm_clock_max_mhz"]
+        row.power_w = telemetry["power_w"]
+        row.temperature_max_c = telemetry["temperature_max_c"]
+        row.throttle_reasons = "+".join(telemetry["throttle_reasons"])
+        row.joules_per_tflop = ar.joules_per_tflop(row.power_w, stats["median_s"], flops)
     return row
 
 
@@ -103,10 +120,6 @@ def empty_row(device: str, dtype: str, shape: list[int], status: str, reason: st
     """A pending, skipped or failed row: it carries no numbers."""
     m, n, k = shape
     return Row(device=device, dtype=dtype, m=m, n=n, k=k, status=status, reason=reason)
-
-
-class SchemaError(ValueError):
-    pass
 
 
 def row_from_dict(data: dict[str, Any], where: str) -> Row:

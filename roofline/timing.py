@@ -4,6 +4,7 @@ CPU work is synchronous, so a host clock around the call is right. GPU work is a
 CUDA events recorded on the stream around the call, read after synchronising, are right, and
 `time.perf_counter` alone would time only the launch."""
 
+import math
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -41,9 +42,21 @@ def timer_for(device_kind: str) -> Timer:
     return CudaEventTimer() if device_kind == "cuda" else HostTimer()
 
 
-def sample(work: Callable[[int], object], timer: Timer, warmup: int, repeats: int) -> list[float]:
-    """Warm up, then time `repeats` calls; every sample is kept. `work(i)` gets the call's index
-    so it can rotate among buffers."""
-    for i in range(warmup):
-        timer.seconds(lambda i=i: work(i))
+MAX_REPEATS = 10_000
+
+
+def sample(
+    work: Callable[[int], object],
+    timer: Timer,
+    warmup: int,
+    repeats: int,
+    min_seconds: float = 0.0,
+) -> list[float]:
+    """Warm up, then time at least `repeats` calls, and enough to fill `min_seconds` (a
+    sustained window, so clocks and power settle and telemetry sees them); every sample is
+    kept. `work(i)` gets the call's index so it can rotate among buffers."""
+    warm = [timer.seconds(lambda i=i: work(i)) for i in range(warmup)]
+    if min_seconds > 0 and warm:
+        needed = math.ceil(min_seconds / max(min(warm), 1e-9))
+        repeats = max(repeats, min(MAX_REPEATS, needed))
     return [timer.seconds(lambda i=i: work(warmup + i)) for i in range(repeats)]

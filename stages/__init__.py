@@ -3,8 +3,7 @@
 import sys
 from collections.abc import Callable
 
-from roofline.config import ConfigError
-from roofline.schema import SchemaError
+from roofline.errors import ConfigError, SchemaError
 
 
 def run(main: Callable[[], None]) -> None:

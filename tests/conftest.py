@@ -4,31 +4,54 @@ import os
 
 import pytest
 import torch
-from omegaconf import DictConfig, OmegaConf
-
-from roofline.config import Config, DeviceConfig
 
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
 LAPTOP = {
-    "cpu": {"model": "Laptop CPU i5", "logical_cores": 2, "isa": ["avx2", "avx512f", "fma"],
-            "cache_bytes": 1 << 20, "memory_bytes": 16 << 30},
+    "cpu": {
+        "model": "Laptop CPU i5",
+        "logical_cores": 2,
+        "isa": ["avx2", "avx512f", "fma"],
+        "cache_bytes": 1 << 20,
+        "memory_bytes": 16 << 30,
+    },
     "gpus": [],
 }
 H100_POD = {
-    "cpu": {"model": "AMD EPYC Pod", "logical_cores": 16, "isa": ["avx2", "fma"],
-            "cache_bytes": 1 << 25, "memory_bytes": 128 << 30},
-    "gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0",
-              "sm_count": 132, "memory_bytes": 85 << 30, "l2_bytes": 50 << 20}],
+    "cpu": {
+        "model": "AMD EPYC Pod",
+        "logical_cores": 16,
+        "isa": ["avx2", "fma"],
+        "cache_bytes": 1 << 25,
+        "memory_bytes": 128 << 30,
+    },
+    "gpus": [
+        {
+            "index": 0,
+            "name": "NVIDIA H100 80GB HBM3",
+            "compute_capability": "9.0",
+            "sm_count": 132,
+            "memory_bytes": 85 << 30,
+            "l2_bytes": 50 << 20,
+        }
+    ],
 }
 
 
-def device(**fields) -> DictConfig:
+def device(**fields):
     """A device config merged onto the real schema, so enums and types are checked."""
+    from omegaconf import OmegaConf  # imported here: the CUDA tests run without omegaconf
+
+    from roofline.config import DeviceConfig
+
     return OmegaConf.merge(OmegaConf.structured(DeviceConfig), fields)
 
 
-def config(devices: dict, **bench) -> DictConfig:
+def config(devices: dict, **bench):
+    from omegaconf import OmegaConf
+
+    from roofline.config import Config
+
     return OmegaConf.merge(OmegaConf.structured(Config), {"bench": bench, "devices": devices})
 
 

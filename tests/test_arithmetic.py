@@ -18,8 +18,12 @@ def test_intensity_of_the_labs_kernel_is_n_over_3_per_byte_of_element():
     n = 8192
     flops = ar.matmul_flops(n, n, n)
     # 2n^3 / (3 n^2 * 2 bytes) = n/3, not the lab text's "about 4096".
-    assert ar.intensity(flops, ar.matmul_bytes(n, n, n, "float16")) == pytest.approx(2730.6667, abs=1e-3)
-    assert ar.intensity(flops, ar.matmul_bytes(n, n, n, "float32")) == pytest.approx(1365.3333, abs=1e-3)
+    assert ar.intensity(flops, ar.matmul_bytes(n, n, n, "float16")) == pytest.approx(
+        2730.6667, abs=1e-3
+    )
+    assert ar.intensity(flops, ar.matmul_bytes(n, n, n, "float32")) == pytest.approx(
+        1365.3333, abs=1e-3
+    )
 
 
 def test_rates_and_mfu():
@@ -57,7 +61,12 @@ def test_cpu_peak_and_isa_choice():
 
 
 def test_summarize_keeps_median_min_max_and_spread():
-    assert ar.summarize([3.0, 1.0, 2.0]) == {"median_s": 2.0, "min_s": 1.0, "max_s": 3.0, "spread": 1.0}
+    assert ar.summarize([3.0, 1.0, 2.0]) == {
+        "median_s": 2.0,
+        "min_s": 1.0,
+        "max_s": 3.0,
+        "spread": 1.0,
+    }
     assert ar.summarize([4.0, 1.0, 2.0, 3.0])["median_s"] == 2.5
     with pytest.raises(ValueError, match="no timing samples"):
         ar.summarize([])

@@ -41,7 +41,11 @@ def test_overrides_compose_like_dvc_exp_run():
 @pytest.mark.parametrize(
     ("override", "named", "allowed"),
     [
-        ("devices.cpu.dtypes=[float99]", "float99", "[float32, tf32, float16, bfloat16, float8_e4m3fn]"),
+        (
+            "devices.cpu.dtypes=[float99]",
+            "float99",
+            "[float32, tf32, float16, bfloat16, float8_e4m3fn]",
+        ),
         ("bench.repeats=abc", "abc", "could not be converted to Integer"),
         ("devices.h100.kind=tpu", "tpu", "[cpu, cuda]"),
     ],
@@ -58,19 +62,34 @@ def test_unknown_device_group_option_is_rejected():
 
 
 def gpu(**over):
-    fields = {"kind": "cuda", "sku": "GPU", "peak_tflops": {"float16": 100.0}, "memory_gb": 1,
-              "dtypes": ["float16"], "shapes": [[64, 64, 64]]} | over
+    fields = {
+        "kind": "cuda",
+        "sku": "GPU",
+        "peak_tflops": {"float16": 100.0},
+        "memory_gb": 1,
+        "dtypes": ["float16"],
+        "shapes": [[64, 64, 64]],
+    } | over
     return device(**fields)
 
 
 @pytest.mark.parametrize(
     ("dev", "message"),
     [
-        (gpu(shapes=[[0, 64, 64]]), "shapes has [0, 64, 64]; allowed: [M, N, K] of positive integers"),
+        (
+            gpu(shapes=[[0, 64, 64]]),
+            "shapes has [0, 64, 64]; allowed: [M, N, K] of positive integers",
+        ),
         (gpu(shapes=[[64, 64]]), "shapes has [64, 64]"),
         (gpu(shapes=[]), "shapes is empty"),
-        (gpu(shapes=[[40000, 40000, 40000]]), "operands need 9.6 GB; allowed: at most the device's 1"),
-        (gpu(dtypes=["bfloat16"]), "dtype bfloat16 has no peak_tflops entry"),
+        (
+            gpu(shapes=[[40000, 40000, 40000]]),
+            "operands need 9.6 GB; allowed: at most the device's 1",
+        ),
+        (
+            gpu(lab_band_tflops={"float16": [300.0, 200.0]}),
+            "lab_band_tflops.float16=[300.0, 200.0]; allowed: [low, high]",
+        ),
         (gpu(peak_tflops={"float16": 1.0, "int4": 9.0}), "key 'int4'"),
     ],
 )

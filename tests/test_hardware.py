@@ -8,16 +8,29 @@ from roofline import hardware
 from roofline.hardware import find_device, identity, live_hardware, unmatched_gpus
 from tests.conftest import H100_POD, LAPTOP, config, device
 
-CPU = device(kind="cpu", sku="laptop", recognise={"cpu_model": ".*"}, dtypes=["float32"], shapes=[[8, 8, 8]])
-H100 = device(kind="cuda", sku="H100", recognise={"gpu_name": "H100 80GB HBM3"},
-              peak_tflops={"float16": 989.4}, dtypes=["float16"], shapes=[[8, 8, 8]])
+CPU = device(
+    kind="cpu", sku="laptop", recognise={"cpu_model": ".*"}, dtypes=["float32"], shapes=[[8, 8, 8]]
+)
+H100 = device(
+    kind="cuda",
+    sku="H100",
+    recognise={"gpu_name": "H100 80GB HBM3"},
+    peak_tflops={"float16": 989.4},
+    dtypes=["float16"],
+    shapes=[[8, 8, 8]],
+)
 
 
 def test_cpu_is_here_only_on_machines_without_a_gpu_by_default():
     assert find_device(CPU, LAPTOP) == LAPTOP["cpu"]
     assert find_device(CPU, H100_POD) is None
-    host = device(kind="cpu", sku="pod host", recognise={"cpu_model": "EPYC", "with_gpu_present": True},
-                  dtypes=["float32"], shapes=[[8, 8, 8]])
+    host = device(
+        kind="cpu",
+        sku="pod host",
+        recognise={"cpu_model": "EPYC", "with_gpu_present": True},
+        dtypes=["float32"],
+        shapes=[[8, 8, 8]],
+    )
     assert find_device(host, H100_POD) == H100_POD["cpu"]
     assert find_device(host, LAPTOP) is None  # another CPU model
 
@@ -28,16 +41,25 @@ def test_gpu_is_recognised_by_name():
 
 
 def test_identity_keeps_only_stable_fields():
-    assert identity("cpu", LAPTOP["cpu"]) == {"model": "Laptop CPU i5", "logical_cores": 2,
-                                              "isa": ["avx2", "avx512f", "fma"]}
+    assert identity("cpu", LAPTOP["cpu"]) == {
+        "model": "Laptop CPU i5",
+        "logical_cores": 2,
+        "isa": ["avx2", "avx512f", "fma"],
+    }
     gpu = dict(H100_POD["gpus"][0], driver="550.1", max_sm_clock_mhz=1980, power_limit_w=700)
-    assert identity("cuda", gpu) == {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0",
-                                     "sm_count": 132, "memory_gib": 85}
+    assert identity("cuda", gpu) == {
+        "name": "NVIDIA H100 80GB HBM3",
+        "compute_capability": "9.0",
+        "sm_count": 132,
+        "memory_gib": 85,
+    }
 
 
 def test_gpus_no_device_file_matches_are_reported():
     pod = {"cpu": H100_POD["cpu"], "gpus": [dict(H100_POD["gpus"][0], name="NVIDIA L40S")]}
-    assert [g["name"] for g in unmatched_gpus(config({"h100": H100}).devices, pod)] == ["NVIDIA L40S"]
+    assert [g["name"] for g in unmatched_gpus(config({"h100": H100}).devices, pod)] == [
+        "NVIDIA L40S"
+    ]
     assert unmatched_gpus(config({"h100": H100}).devices, H100_POD) == []
 
 
@@ -54,7 +76,7 @@ def test_a_bad_description_is_refused_with_its_path(tmp_path, monkeypatch, conte
     path = tmp_path / "bad.json"
     path.write_text(content)
     monkeypatch.setenv(hardware.HARDWARE_ENV, str(path))
-    with pytest.raises(SystemExit, match="bad.json"):
+    with pytest.raises(SystemExit, match=r"bad\.json"):
         live_hardware()
 
 

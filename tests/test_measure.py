@@ -31,6 +31,14 @@ def test_sample_warms_up_then_keeps_every_repetition():
     assert samples == [3.0, 4.0, 5.0]  # warm-up times are dropped
 
 
+def test_sample_fills_a_sustained_window_from_the_fastest_warm_up():
+    # Warm-ups take 1 s and 2 s; a 10 s window at 1 s per call needs 10 calls.
+    assert len(sample(lambda i: None, CountingTimer(), warmup=2, repeats=3, min_seconds=10.0)) == 10
+    assert (
+        len(sample(lambda i: None, CountingTimer(), warmup=2, repeats=30, min_seconds=10.0)) == 30
+    )
+
+
 def test_cpu_gets_the_host_timer():
     assert isinstance(timer_for("cpu"), HostTimer)
     assert HostTimer().seconds(lambda: sum(range(1000))) > 0
@@ -38,20 +46,44 @@ def test_cpu_gets_the_host_timer():
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_matmul_is_checked_then_timed(dtype):
-    point = measure_matmul(48, 40, 32, dtype, "cpu", HostTimer(), seed=1, warmup=1, repeats=3,
-                           check_rows=8, cache_bytes=1 << 16)
+    point = measure_matmul(
+        48,
+        40,
+        32,
+        dtype,
+        "cpu",
+        HostTimer(),
+        seed=1,
+        warmup=1,
+        repeats=3,
+        check_rows=8,
+        cache_bytes=1 << 16,
+    )
     assert len(point.samples) == 3 and all(s > 0 for s in point.samples)
     assert point.check_error <= kernels.TOLERANCE[dtype]
     # (48*32 + 32*40 + 48*40) * itemsize bytes per set against a 64 KiB cache
-    assert point.buffer_sets == -(-2 * (1 << 16) // ((48 * 32 + 32 * 40 + 48 * 40) * kernels.TORCH_DTYPE[dtype].itemsize))
+    assert point.buffer_sets == -(
+        -2 * (1 << 16) // ((48 * 32 + 32 * 40 + 48 * 40) * kernels.TORCH_DTYPE[dtype].itemsize)
+    )
 
 
 def test_a_wrong_kernel_is_refused_and_never_timed(monkeypatch):
     timer = CountingTimer()
     monkeypatch.setattr(kernels, "matmul_fn", lambda dtype, device: lambda a, b: (a @ b) * 1.01)
-    with pytest.raises(WrongResult, match="max relative error 0.01"):
-        measure_matmul(16, 16, 16, "float32", "cpu", timer, seed=0, warmup=1, repeats=2,
-                       check_rows=4, cache_bytes=None)
+    with pytest.raises(WrongResult, match=r"max relative error 0\.01"):
+        measure_matmul(
+            16,
+            16,
+            16,
+            "float32",
+            "cpu",
+            timer,
+            seed=0,
+            warmup=1,
+            repeats=2,
+            check_rows=4,
+            cache_bytes=None,
+        )
     assert timer.calls == 0
 
 
@@ -69,11 +101,19 @@ def test_unsupported_dtypes_say_why():
     assert "GPU tensor-core format" in unsupported_reason("tf32", "cpu")
     assert "no native float16" in unsupported_reason("float16", "cpu", {"float32"})
     assert unsupported_reason("float16", "cpu", {"float32", "float16"}) is None
-    assert "compute capability >= 8.9; this GPU is 8.0" in unsupported_reason("float8_e4m3fn", "cuda", None, "8.0")
+    assert "compute capability >= 8.9; this GPU is 8.0" in unsupported_reason(
+        "float8_e4m3fn", "cuda", None, "8.0"
+    )
     assert unsupported_reason("float8_e4m3fn", "cuda", None, "9.0") is None
 
 
-CPU = dict(kind="cpu", sku="laptop", clock_ghz=3.0, dtypes=["float32", "float16", "tf32"], shapes=[[32, 32, 32]])
+CPU = dict(
+    kind="cpu",
+    sku="laptop",
+    clock_ghz=3.0,
+    dtypes=["float32", "float16", "tf32"],
+    shapes=[[32, 32, 32]],
+)
 
 
 def test_cpu_peaks_come_from_cores_clock_and_isa():
@@ -81,27 +121,42 @@ def test_cpu_peaks_come_from_cores_clock_and_isa():
     assert peaks["float32"][0] == pytest.approx(2 * 3.0 * 64 / 1000)  # AVX-512 FMA
     assert "2 cores x 3.00 GHz" in peaks["float32"][1]
     assert "float16" not in peaks  # no AVX512-FP16 / AMX-FP16 in LAPTOP's flags
-    assert cpu_peaks(device(**CPU, peak_tflops={"float32": 0.5}), LAPTOP["cpu"], 2)["float32"] == (0.5, "set in conf")
+    assert cpu_peaks(device(**CPU, peak_tflops={"float32": 0.5}), LAPTOP["cpu"], 2)["float32"] == (
+        0.5,
+        "set in conf",
+    )
 
 
 def test_measure_device_records_measured_skipped_and_copy_rows():
-    bench = config({}, repeats=2, warmup=1, copy_mib=1).bench
-    record = measure_device("cpu", device(**CPU), bench, LAPTOP["cpu"], {"model": "Laptop CPU i5"}, log=lambda _: None)
+    bench = config({}, repeats=2, warmup=1, copy_mib=1, min_seconds=0.0).bench
+    record = measure_device(
+        "cpu", device(**CPU), bench, LAPTOP["cpu"], {"model": "Laptop CPU i5"}, log=lambda _: None
+    )
     rows = {row["dtype"]: row for row in record["rows"]}
     assert rows["float32"]["status"] == "measured" and len(rows["float32"]["samples_s"]) == 2
     assert rows["float32"]["peak_tflops"] == pytest.approx(0.384)
-    assert rows["float16"]["status"] == "skipped" and "no native float16" in rows["float16"]["reason"]
+    assert (
+        rows["float16"]["status"] == "skipped" and "no native float16" in rows["float16"]["reason"]
+    )
     assert rows["tf32"]["status"] == "skipped"
     assert record["memory"]["bytes_moved"] == 2 << 20 and record["memory"]["gbps"] > 0
     assert record["run"]["versions"]["torch"] == torch.__version__
 
 
 def test_pending_record_has_a_row_per_point_and_no_numbers():
-    dev = device(kind="cuda", sku="NVIDIA H100", peak_tflops={"float16": 989.4, "bfloat16": 989.4},
-                 dtypes=["float16", "bfloat16"], shapes=[[8192, 8192, 8192], [64, 64, 64]])
+    dev = device(
+        kind="cuda",
+        sku="NVIDIA H100",
+        peak_tflops={"float16": 989.4, "bfloat16": 989.4},
+        dtypes=["float16", "bfloat16"],
+        shapes=[[8192, 8192, 8192], [64, 64, 64]],
+    )
     record = pending_record("h100", dev)
     assert record["status"] == "pending" and len(record["rows"]) == 4
-    assert all(r["median_s"] is None and r["mfu"] is None and "NVIDIA H100" in r["reason"] for r in record["rows"])
+    assert all(
+        r["median_s"] is None and r["mfu"] is None and "NVIDIA H100" in r["reason"]
+        for r in record["rows"]
+    )
 
 
 def test_shapes_that_cannot_fit_are_refused_before_measuring():

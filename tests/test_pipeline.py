@@ -23,16 +23,34 @@ DEVICES = "experiments/x4-roofline/devices"
 CPU = {"logical_cores": 2, "isa": ["avx2", "fma"], "cache_bytes": 1 << 20, "memory_bytes": 16 << 30}
 LAPTOP = {"cpu": {"model": "Laptop CPU", **CPU}, "gpus": []}
 OTHER_LAPTOP = {"cpu": {"model": "Other Laptop CPU", **CPU}, "gpus": []}
-POD = {"cpu": {"model": "Pod CPU", **CPU},
-       "gpus": [{"index": 0, "name": "NVIDIA A10G", "compute_capability": "8.6", "sm_count": 80,
-                 "memory_bytes": 24 << 30, "l2_bytes": 6 << 20}]}
-PODHOST = {"kind": "cpu", "sku": "the pod's host CPU", "cost_per_hour": 2.0, "clock_ghz": 3.0,
-           "recognise": {"cpu_model": "^Pod CPU$", "with_gpu_present": True},
-           "dtypes": ["float32"], "shapes": [[40, 40, 40]]}
+POD = {
+    "cpu": {"model": "Pod CPU", **CPU},
+    "gpus": [
+        {
+            "index": 0,
+            "name": "NVIDIA A10G",
+            "compute_capability": "8.6",
+            "sm_count": 80,
+            "memory_bytes": 24 << 30,
+            "l2_bytes": 6 << 20,
+        }
+    ],
+}
+PODHOST = {
+    "kind": "cpu",
+    "sku": "the pod's host CPU",
+    "cost_per_hour": 2.0,
+    "clock_ghz": 3.0,
+    "recognise": {"cpu_model": "^Pod CPU$", "with_gpu_present": True},
+    "dtypes": ["float32"],
+    "shapes": [[40, 40, 40]],
+}
 
 
 def run(cwd: Path, *cmd: str, hardware: dict | None = None, check: bool = True) -> str:
-    env = dict(os.environ, DVC_NO_ANALYTICS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    env = dict(
+        os.environ, DVC_NO_ANALYTICS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+    )
     if hardware is not None:
         described = cwd.parent / f"{cwd.name}-hardware.json"
         described.write_text(json.dumps(hardware))
@@ -80,7 +98,9 @@ def make_project(where: Path) -> Path:
     project.mkdir()
     for part in ("dvc.yaml", "conf", "stages", "roofline", "hydra_plugins"):
         if (ROOT / part).is_dir():
-            shutil.copytree(ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__")
+            )
         else:
             shutil.copy(ROOT / part, project / part)
     for name in ("cpu", "h100"):
@@ -90,19 +110,26 @@ def make_project(where: Path) -> Path:
     # and its results in aggregate's dependencies.
     (project / "conf/device/podhost.yaml").write_text(yaml.safe_dump(PODHOST))
     cfg = yaml.safe_load((project / "conf/config.yaml").read_text())
-    cfg["defaults"] = [d for d in cfg["defaults"] if not (isinstance(d, dict) and ("device@devices.a100" in d or "device@devices.h200" in d))]
+    cfg["defaults"] = [
+        d
+        for d in cfg["defaults"]
+        if not (isinstance(d, dict) and ("device@devices.a100" in d or "device@devices.h200" in d))
+    ]
     cfg["defaults"].insert(-1, {"device@devices.podhost": "podhost"})
-    cfg["bench"] |= {"warmup": 1, "repeats": 2, "copy_mib": 4}
+    cfg["bench"] |= {"warmup": 1, "repeats": 2, "copy_mib": 4, "min_seconds": 0.0}
     (project / "conf/config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     cpu_conf = yaml.safe_load((project / "conf/device/cpu.yaml").read_text())
     cpu_conf |= {"dtypes": ["float32"], "shapes": [[48, 48, 48]], "clock_ghz": 3.0}
     (project / "conf/device/cpu.yaml").write_text(yaml.safe_dump(cpu_conf))
     (project / DEVICES / "podhost").mkdir()
     (project / DEVICES / "podhost/dvc.yaml").write_text(
-        (ROOT / DEVICES / "cpu/dvc.yaml").read_text().replace("device: cpu", "device: podhost"))
+        (ROOT / DEVICES / "cpu/dvc.yaml").read_text().replace("device: cpu", "device: podhost")
+    )
     pipeline = yaml.safe_load((project / "dvc.yaml").read_text())
     deps = pipeline["stages"]["aggregate"]["deps"]
-    pipeline["stages"]["aggregate"]["deps"] = [d for d in deps if "/a100/" not in d and "/h200/" not in d] + [f"{DEVICES}/podhost/results.json"]
+    pipeline["stages"]["aggregate"]["deps"] = [
+        d for d in deps if "/a100/" not in d and "/h200/" not in d
+    ] + [f"{DEVICES}/podhost/results.json"]
     (project / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
     (project / "params.yaml").write_text(compose(project, []))
 
@@ -142,8 +169,15 @@ def story(tmp_path_factory):
     pulled_podhost = raw(laptop, "podhost")
     laptop_out = dvc(laptop, "repro", hardware=LAPTOP)
     publish(laptop, "laptop: measure cpu")
-    return {"origin": origin, "where": where, "pod": pod, "laptop": laptop, "pod_out": pod_out,
-            "laptop_out": laptop_out, "pulled_podhost": pulled_podhost}
+    return {
+        "origin": origin,
+        "where": where,
+        "pod": pod,
+        "laptop": laptop,
+        "pod_out": pod_out,
+        "laptop_out": laptop_out,
+        "pulled_podhost": pulled_podhost,
+    }
 
 
 def test_pod_running_first_measures_its_device_and_pends_the_rest(story):
@@ -166,7 +200,9 @@ def test_laptop_measures_its_cpu_and_keeps_the_pulled_pod_results(story):
     statuses = {line.split(",")[0]: line.split(",")[5] for line in table[1:]}
     assert statuses == {"cpu": "measured", "h100": "pending", "podhost": "measured"}
     report = (laptop / "experiments/x4-roofline/REPORT.md").read_text()
-    assert "### h100: NVIDIA H100 80GB SXM5 (pending)" in report and "### podhost: Pod CPU" in report
+    assert (
+        "### h100: NVIDIA H100 80GB SXM5 (pending)" in report and "### podhost: Pod CPU" in report
+    )
     assert (laptop / "experiments/x4-roofline/roofline.png").stat().st_size > 10_000
 
 
@@ -190,11 +226,18 @@ def test_another_laptop_keeps_the_recorded_cpu_until_told_to_replace_it(story):
     recorded = raw(other, "cpu")
     out = dvc(other, "repro", hardware=OTHER_LAPTOP)
     assert measured_benchmarks(out) == set()
-    assert "this machine has Other Laptop CPU (2 cores) but the results on record were measured on Laptop CPU" in out
+    assert (
+        "this machine has Other Laptop CPU (2 cores) but the results on record were measured on Laptop CPU"
+        in out
+    )
     assert raw(other, "cpu") == recorded
     # The one explicit step: take the device over, then repro measures it.
-    out = run(other, sys.executable, "-m", "stages.probe", "cpu", "--replace", hardware=OTHER_LAPTOP)
-    assert "replaced recorded hardware (Laptop CPU (2 cores)) with Other Laptop CPU (2 cores)" in out
+    out = run(
+        other, sys.executable, "-m", "stages.probe", "cpu", "--replace", hardware=OTHER_LAPTOP
+    )
+    assert (
+        "replaced recorded hardware (Laptop CPU (2 cores)) with Other Laptop CPU (2 cores)" in out
+    )
     out = dvc(other, "repro", hardware=OTHER_LAPTOP)
     assert measured_benchmarks(out) == {"cpu"}
     assert results(other, "cpu")["hardware"]["model"] == "Other Laptop CPU"
@@ -208,8 +251,11 @@ def test_a_stale_device_measured_elsewhere_is_refused_and_kept(story):
     params.write_text(params.read_text().replace("repeats: 2", "repeats: 3"))
     code, out = dvc(laptop, "repro", hardware=LAPTOP, check=False)
     assert code != 0
-    assert ("podhost: its benchmark stage is stale" in out and "measured on Pod CPU (2 cores)" in out
-            and "this machine has no podhost" in out), out
+    assert (
+        "podhost: its benchmark stage is stale" in out
+        and "measured on Pod CPU (2 cores)" in out
+        and "this machine has no podhost" in out
+    ), out
     assert "dvc repro -s aggregate plot report" in out
     assert raw(laptop, "podhost") == before["podhost"]
     assert (laptop / DEVICES / "podhost/dvc.lock").read_text() == lock
@@ -229,11 +275,18 @@ def test_a_clone_that_forgot_to_pull_is_told_to(story):
 def test_overrides_through_dvc_exp_run(story):
     laptop = clone(story["origin"], story["where"] / "laptop-exp")
     recorded = raw(laptop, "cpu")
-    code, out = dvc(laptop, "exp", "run", "-S", "devices.cpu.dtypes=[float99]", hardware=LAPTOP, check=False)
+    code, out = dvc(
+        laptop, "exp", "run", "-S", "devices.cpu.dtypes=[float99]", hardware=LAPTOP, check=False
+    )
     assert code != 0 and "float99" in out
     assert raw(laptop, "cpu") == recorded
-    code, out = dvc(laptop, "exp", "run", "-S", "devices.cpu.shapes=[[0,8,8]]", hardware=LAPTOP, check=False)
-    assert code != 0 and "devices.cpu.shapes has [0, 8, 8]; allowed: [M, N, K] of positive integers" in out
+    code, out = dvc(
+        laptop, "exp", "run", "-S", "devices.cpu.shapes=[[0,8,8]]", hardware=LAPTOP, check=False
+    )
+    assert (
+        code != 0
+        and "devices.cpu.shapes has [0, 8, 8]; allowed: [M, N, K] of positive integers" in out
+    )
     assert raw(laptop, "cpu") == recorded
     git(laptop, "checkout", "params.yaml")
     dvc(laptop, "exp", "run", "-S", "devices.cpu.shapes=[[32,32,32]]", hardware=LAPTOP)

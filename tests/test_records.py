@@ -6,7 +6,12 @@ from roofline.records import NEVER, benchmark_decision, fingerprint, probe_decis
 
 LAPTOP = {"model": "Laptop CPU", "logical_cores": 8, "isa": ["avx2"]}
 OTHER = {"model": "Other CPU", "logical_cores": 4, "isa": ["avx2"]}
-H100 = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "sm_count": 132, "memory_gib": 79}
+H100 = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "compute_capability": "9.0",
+    "sm_count": 132,
+    "memory_gib": 79,
+}
 
 
 def fp(hw):

@@ -39,7 +39,9 @@ def test_pending_rows_carry_no_numbers():
 
 
 def good_row():
-    return dataclasses.asdict(measured_row("cpu", "float32", [64, 64, 64], [2.0, 1.0, 3.0], 0.5, "x", 0.0))
+    return dataclasses.asdict(
+        measured_row("cpu", "float32", [64, 64, 64], [2.0, 1.0, 3.0], 0.5, "x", 0.0)
+    )
 
 
 @pytest.mark.parametrize(
@@ -73,30 +75,60 @@ def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
 
 
-CPU = device(kind="cpu", sku="laptop", cost_per_hour=0.0, dtypes=["float32", "float16"], shapes=[[N, N, N]])
-H100 = device(kind="cuda", sku="NVIDIA H100 80GB SXM5", cost_per_hour=3.0,
-              peak_tflops={"float16": 989.4, "bfloat16": 989.4}, memory_bandwidth_gbps=3350,
-              dtypes=["float16", "bfloat16"], shapes=[[N, N, N]])
+CPU = device(
+    kind="cpu", sku="laptop", cost_per_hour=0.0, dtypes=["float32", "float16"], shapes=[[N, N, N]]
+)
+H100 = device(
+    kind="cuda",
+    sku="NVIDIA H100 80GB SXM5",
+    cost_per_hour=3.0,
+    peak_tflops={"float16": 989.4, "bfloat16": 989.4},
+    memory_bandwidth_gbps=3350,
+    dtypes=["float16", "bfloat16"],
+    shapes=[[N, N, N]],
+)
 
 
 def recorded(tmp_path):
     """A measured CPU (one row skipped) and a pending H100, as their results.json files."""
     cpu_rows = [
-        measured_row("cpu", "float32", [N, N, N], [3.5, 3.4, 3.6], 0.49, "2 cores x 3.83 GHz x 64", 4e-7),
+        measured_row(
+            "cpu", "float32", [N, N, N], [3.5, 3.4, 3.6], 0.49, "2 cores x 3.83 GHz x 64", 4e-7
+        ),
         empty_row("cpu", "float16", [N, N, N], "skipped", "no native float16 on this CPU"),
     ]
     cpu = {
-        "device": "cpu", "sku": "laptop", "status": "measured",
+        "device": "cpu",
+        "sku": "laptop",
+        "status": "measured",
         "hardware": {"model": "Laptop CPU", "logical_cores": 2, "isa": ["avx2"]},
-        "run": {"started_at": "2026-11-30T00:00:00+00:00", "wall_s": 7200.0, "git_revision": "abc",
-                "threads": 2, "versions": {"torch": "2.9", "mkl": "2024.2", "onednn": "3.1", "cuda": None}},
-        "memory": {"bytes_moved": 2 << 30, "median_s": 0.1, "min_s": 0.09, "max_s": 0.11, "spread": 0.2,
-                   "gbps": 21.47, "samples_s": [0.1]},
+        "run": {
+            "started_at": "2026-11-30T00:00:00+00:00",
+            "wall_s": 7200.0,
+            "git_revision": "abc",
+            "threads": 2,
+            "versions": {"torch": "2.9", "mkl": "2024.2", "onednn": "3.1", "cuda": None},
+        },
+        "memory": {
+            "bytes_moved": 2 << 30,
+            "median_s": 0.1,
+            "min_s": 0.09,
+            "max_s": 0.11,
+            "spread": 0.2,
+            "gbps": 21.47,
+            "samples_s": [0.1],
+        },
         "rows": [dataclasses.asdict(r) for r in cpu_rows],
     }
-    h100 = {"device": "h100", "sku": "NVIDIA H100 80GB SXM5", "status": "pending",
-            "rows": [dataclasses.asdict(empty_row("h100", d, [N, N, N], "pending", "never measured"))
-                     for d in ("float16", "bfloat16")]}
+    h100 = {
+        "device": "h100",
+        "sku": "NVIDIA H100 80GB SXM5",
+        "status": "pending",
+        "rows": [
+            dataclasses.asdict(empty_row("h100", d, [N, N, N], "pending", "never measured"))
+            for d in ("float16", "bfloat16")
+        ],
+    }
     paths = {}
     for name, record in {"cpu": cpu, "h100": h100}.items():
         paths[name] = tmp_path / f"{name}.json"
@@ -114,14 +146,25 @@ def test_aggregate_makes_one_row_per_point_and_a_manifest(tmp_path):
     info = manifest(config({"cpu": CPU, "h100": H100}, seed=7), records)
     assert info["bench"]["seed"] == 7
     assert info["devices"]["cpu"]["run_cost_usd"] == 0.0
-    assert info["devices"]["h100"]["status"] == "pending" and "run_cost_usd" not in info["devices"]["h100"]
+    assert (
+        info["devices"]["h100"]["status"] == "pending"
+        and "run_cost_usd" not in info["devices"]["h100"]
+    )
     assert info["devices"]["h100"]["datasheet"]["peak_tflops"]["float16"] == 989.4
 
 
 def test_a_run_costs_its_hours_times_the_price(tmp_path):
     records = recorded(tmp_path)
-    priced = device(**{**dict(kind="cpu", sku="laptop", dtypes=["float32"], shapes=[[N, N, N]]), "cost_per_hour": 1.5})
-    assert manifest(config({"cpu": priced, "h100": H100}), records)["devices"]["cpu"]["run_cost_usd"] == 3.0
+    priced = device(
+        **{
+            **dict(kind="cpu", sku="laptop", dtypes=["float32"], shapes=[[N, N, N]]),
+            "cost_per_hour": 1.5,
+        }
+    )
+    assert (
+        manifest(config({"cpu": priced, "h100": H100}), records)["devices"]["cpu"]["run_cost_usd"]
+        == 3.0
+    )
 
 
 def test_aggregate_refuses_a_results_file_for_another_device(tmp_path):

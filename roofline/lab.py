@@ -1,0 +1,52 @@
+"""The lab's own entry point, `bench_matmul`, over the pipeline's harness (not a second one)."""
+
+import torch
+
+from roofline import arithmetic as ar
+from roofline.hardware import cpu_info
+from roofline.kernels import TORCH_DTYPE, measure_matmul
+from roofline.timing import timer_for
+
+DTYPE_NAMES = {dtype: name for name, dtype in TORCH_DTYPE.items() if name != "tf32"}
+
+
+def bench_matmul(
+    M: int = 8192,
+    N: int = 8192,
+    K: int = 8192,
+    dtype: torch.dtype = torch.float16,
+    device: str = "cuda",
+    warmup: int = 5,
+    iters: int = 20,
+) -> tuple[float, float]:
+    """(achieved TFLOP/s, achieved GB/s one way) of one dense matmul, from the median of `iters`
+    CUDA-event-timed (GPU) or host-timed (CPU) calls after `warmup`, on random inputs checked
+    against float64 first (a wrong product raises WrongResult instead of returning a number).
+    float32 means IEEE float32: TF32 tensor cores are not allowed."""
+    if dtype not in DTYPE_NAMES:
+        raise ValueError(f"dtype {dtype}; allowed: {', '.join(map(str, DTYPE_NAMES))}")
+    kind = torch.device(device).type
+    if kind == "cuda":
+        cache = torch.cuda.get_device_properties(device).L2_cache_size
+    else:
+        cache = cpu_info()["cache_bytes"]
+        torch.set_num_threads(cpu_info()["logical_cores"])
+    name = DTYPE_NAMES[dtype]
+    point = measure_matmul(
+        M,
+        N,
+        K,
+        name,
+        device,
+        timer_for(kind),
+        seed=0,
+        warmup=warmup,
+        repeats=iters,
+        check_rows=16,
+        cache_bytes=cache,
+    )
+    median = ar.summarize(point.samples)["median_s"]
+    return (
+        ar.tflops(ar.matmul_flops(M, N, K), median),
+        ar.gbps(ar.matmul_bytes(M, N, K, name), median),
+    )

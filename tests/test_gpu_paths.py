@@ -1,0 +1,139 @@
+"""The GPU code paths that run without a GPU: lab checks, the GPU gap paragraph from recorded
+results, the suite's device matching and table, and dtype skip logic."""
+
+import dataclasses
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from roofline.gpu_suite import SUITE_DTYPES, device_files, match, table
+from roofline.report import gap_paragraph, lab_checks
+from roofline.schema import empty_row, measured_row
+from roofline.telemetry import summarize
+from tests.conftest import H100_POD
+
+ROOT = Path(__file__).resolve().parents[1]
+N = 8192
+H100_LAB = {"band_tflops": {"float16": [700.0, 850.0]}, "done_tflops": {"float16": 600.0}}
+
+
+def fp16(tflops: float, peak: float = 989.4) -> dict:
+    seconds = 2 * N**3 / (tflops * 1e12)
+    return dataclasses.asdict(
+        measured_row("h100", "float16", [N, N, N], [seconds], peak, "datasheet", 0.0)
+    )
+
+
+def test_lab_checks_band_threshold_and_invalid():
+    assert lab_checks([700.0, 850.0], 600.0, fp16(760.0)) == [
+        "float16 760.0 TFLOP/s is inside the lab's sanity band 700-850 TFLOP/s +-20% (560-1020)",
+        "the lab's done threshold, 600 TFLOP/s in float16: met",
+    ]
+    low = lab_checks([700.0, 850.0], 600.0, fp16(500.0))
+    assert (
+        "OUTSIDE" in low[0] and "no warm-up, no synchronisation" in low[0] and "NOT met" in low[1]
+    )
+    assert lab_checks(None, None, fp16(1200.0))[0].startswith(
+        "INVALID: 1200.0 TFLOP/s is above the dense peak 989.4"
+    )
+
+
+def test_every_device_file_loads_without_omegaconf_and_matches_its_gpu():
+    devices = device_files(ROOT / "conf/device")
+    assert set(devices) == {"cpu", "a100", "h100", "h200"}
+    name, dev = match(H100_POD["gpus"][0], devices)
+    assert name == "h100" and dev["peak_tflops"]["float8_e4m3fn"] == 1978.9
+    h200 = dict(H100_POD["gpus"][0], name="NVIDIA H200")
+    assert match(h200, devices)[0] == "h200"
+    a100 = dict(H100_POD["gpus"][0], name="NVIDIA A100-SXM4-80GB")
+    assert match(a100, devices)[0] == "a100"
+
+
+def test_an_unknown_gpu_is_measured_without_peaks(capsys):
+    name, dev = match(
+        dict(H100_POD["gpus"][0], name="NVIDIA L40S"), device_files(ROOT / "conf/device")
+    )
+    assert name == "NVIDIA L40S" and dev["peak_tflops"] == {}
+    assert "matches no conf/device/*.yaml" in capsys.readouterr().out
+
+
+def test_suite_table_shows_measured_and_skipped_rows():
+    samples = [
+        {"t": 0.0, "sm_mhz": 1700, "mem_mhz": 2619, "power_w": 690.0, "temp_c": 60, "reasons": 4}
+    ]
+    measured = measured_row(
+        "h100", "float16", [N, N, N], [0.0014], 989.4, "datasheet", 0.0, summarize(samples, 1980)
+    )
+    skipped = empty_row(
+        "a100", "float8_e4m3fn", [N, N, N], "skipped", "needs compute capability >= 8.9"
+    )
+    text = table([dataclasses.asdict(measured), dataclasses.asdict(skipped)])
+    assert "785.4" in text and "79.4%" in text and "1700/1980" in text and "sw_power_cap" in text
+    assert "float8_e4m3fn skipped: needs compute capability >= 8.9" in text
+    assert SUITE_DTYPES[:3] == ["float16", "bfloat16", "float8_e4m3fn"]
+
+
+def test_gpu_gap_paragraph_cites_clocks_fp8_and_the_lab_checks():
+    samples = [
+        {"t": 0.0, "sm_mhz": 1620, "mem_mhz": 2619, "power_w": 700.0, "temp_c": 70, "reasons": 0x4},
+        {"t": 1.0, "sm_mhz": 1680, "mem_mhz": 2619, "power_w": 700.0, "temp_c": 71, "reasons": 0x4},
+    ]
+    tele = summarize(samples, 1980)
+    rows = pd.DataFrame(
+        [
+            dataclasses.asdict(
+                measured_row(
+                    "h100", "float16", [N, N, N], [0.00145], 989.4, "datasheet (dense)", 1e-4, tele
+                )
+            ),
+            dataclasses.asdict(
+                measured_row(
+                    "h100",
+                    "float8_e4m3fn",
+                    [N, N, N],
+                    [0.00085],
+                    1978.9,
+                    "datasheet (dense)",
+                    1e-3,
+                    tele,
+                )
+            ),
+        ]
+    )
+    entry = {
+        "kind": "cuda",
+        "versions": {"torch": "2.11.0", "cuda": "13.0"},
+        "details": {"cublaslt": 130100, "driver": "580"},
+        "memory_copy": {"gbps": 3000.0},
+        "lab": H100_LAB,
+    }
+    text = gap_paragraph("h100", entry, rows)
+    assert "**float16 8192×8192×8192** ran at **758.3 TFLOP/s**" in text  # 2*8192^3 / 1.45 ms
+    assert "cuBLASLt 130100" in text
+    assert "SM clock averaged 1650 MHz against a maximum of 1980 (83%)" in text
+    assert "clock limits reported: sw_power_cap" in text
+    assert "float8_e4m3fn reached 1294 TFLOP/s, 1.71× float16" in text
+    assert "inside the lab's sanity band 700-850" in text and "600 TFLOP/s in float16: met" in text
+    # 8192^3 FP16 at 3 TB/s: 402.7 MB moves in 0.134 ms, 9.3% of 1.45 ms
+    assert "compute-bound" in text and "9.3% of the measured time" in text
+
+
+@pytest.mark.parametrize("dtype", ["tf32", "float8_e4m3fn"])
+def test_gpu_only_formats_are_skipped_on_a_cpu_with_a_reason(dtype):
+    from roofline.kernels import unsupported_reason
+
+    assert "CPUs have no native" in unsupported_reason(dtype, "cpu")
+
+
+def test_the_gpu_path_imports_without_dvc_hydra_or_omegaconf():
+    """The H200 image has none of them; scripts/gpu-check must still run there."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfor m in ('omegaconf', 'hydra', 'dvc'): sys.modules[m] = None\n"
+        "import roofline.gpu_suite, roofline.lab, tests.test_cuda"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
