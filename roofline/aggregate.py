@@ -8,8 +8,7 @@ from omegaconf import DictConfig
 
 from roofline.config import to_plain
 from roofline.errors import SchemaError
-from roofline.records import read_json
-from roofline.schema import CSV_COLUMNS, row_from_dict
+from roofline.schema import CSV_COLUMNS, read_json, row_from_dict
 
 LAB = "x4-roofline: dense matmul, FP16 8192^3 on GPUs (FP32 through the BLAS on a CPU)"
 

@@ -8,37 +8,14 @@ benchmark: fingerprint "never measured" -> pending rows; fingerprint is this mac
            -> measure; anything else -> refuse (the stage is stale and the hardware is
            elsewhere), leaving the recorded results as they are."""
 
-import json
-from pathlib import Path
 from typing import Any
 
 import yaml
 
 from roofline.hardware import describe
+from roofline.paths import device_dir
 
-EXPERIMENT = Path("experiments/x4-roofline")
 NEVER = "never measured"
-
-
-def device_dir(name: str) -> Path:
-    return EXPERIMENT / "devices" / name
-
-
-def fingerprint_path(name: str) -> Path:
-    return device_dir(name) / "fingerprint.json"
-
-
-def results_path(name: str) -> Path:
-    return device_dir(name) / "results.json"
-
-
-def read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except ValueError as err:
-        raise SystemExit(
-            f"{path} is not valid JSON ({err}); restore it with `dvc checkout {path}`"
-        ) from err
 
 
 def lock_records_fingerprint(name: str) -> bool:

@@ -145,6 +145,15 @@ def row_from_dict(data: dict[str, Any], where: str) -> Row:
     return row
 
 
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except ValueError as err:
+        raise SchemaError(
+            f"{path} is not valid JSON ({err}); restore it with `uv run dvc checkout {path}`"
+        ) from err
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write to a temporary file beside `path`, then rename: readers see old or new, never half."""
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")

@@ -2,7 +2,7 @@
 
 from roofline.aggregate import load_results, manifest, results_table
 from roofline.config import load_params
-from roofline.records import EXPERIMENT, results_path
+from roofline.paths import EXPERIMENT, results_path
 from roofline.schema import write_json_atomic, write_text_atomic
 from stages import run
 

@@ -6,8 +6,9 @@ import argparse
 from roofline.benchmark import measure_device, pending_record
 from roofline.config import device_config, load_params
 from roofline.hardware import find_device, identity, live_hardware
-from roofline.records import benchmark_decision, fingerprint_path, read_json, results_path
-from roofline.schema import write_json_atomic
+from roofline.paths import fingerprint_path, results_path
+from roofline.records import benchmark_decision
+from roofline.schema import read_json, write_json_atomic
 from stages import run
 
 

@@ -6,8 +6,8 @@ import tempfile
 
 import pandas as pd
 
+from roofline.paths import EXPERIMENT
 from roofline.plot import draw
-from roofline.records import EXPERIMENT
 from stages import run
 
 

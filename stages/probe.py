@@ -9,14 +9,9 @@ from importlib.metadata import version
 
 from roofline.config import device_config, load_params
 from roofline.hardware import find_device, identity, live_hardware, unmatched_gpus
-from roofline.records import (
-    fingerprint,
-    fingerprint_path,
-    lock_records_fingerprint,
-    probe_decision,
-    read_json,
-)
-from roofline.schema import write_json_atomic
+from roofline.paths import fingerprint_path
+from roofline.records import fingerprint, lock_records_fingerprint, probe_decision
+from roofline.schema import read_json, write_json_atomic
 from stages import run
 
 

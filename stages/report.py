@@ -4,7 +4,7 @@ import json
 
 import pandas as pd
 
-from roofline.records import EXPERIMENT
+from roofline.paths import EXPERIMENT
 from roofline.report import render
 from roofline.schema import write_text_atomic
 from stages import run

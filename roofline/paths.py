@@ -1,0 +1,17 @@
+"""Where the pipeline's artifacts live."""
+
+from pathlib import Path
+
+EXPERIMENT = Path("experiments/x4-roofline")
+
+
+def device_dir(name: str) -> Path:
+    return EXPERIMENT / "devices" / name
+
+
+def fingerprint_path(name: str) -> Path:
+    return device_dir(name) / "fingerprint.json"
+
+
+def results_path(name: str) -> Path:
+    return device_dir(name) / "results.json"
