@@ -24,6 +24,11 @@ def main(argv: list[str] | None = None) -> None:
         help="record this machine's hardware for the device even though other "
         "hardware is on record (a new laptop); the next `dvc repro` re-measures it",
     )
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say what the probe decides for this machine, and write nothing",
+    )
     args = parser.parse_args(argv)
     name = args.device
     cfg = load_params()
@@ -47,7 +52,9 @@ def main(argv: list[str] | None = None) -> None:
             "matches no device file; to measure it, add conf/device/<name>.yaml (see README: "
             "adding a device)"
         )
-    if new is not None and new != recorded:
+    if args.dry_run:
+        print("(dry run: nothing written)")
+    elif new is not None and new != recorded:
         write_json_atomic(path, new)
 
 
