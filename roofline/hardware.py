@@ -164,6 +164,14 @@ def find_device(dev: DictConfig | dict, hardware: dict[str, Any]) -> dict[str, A
     return None
 
 
+def locate(
+    dev: DictConfig | dict, hardware: dict[str, Any] | None = None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(the device's part of this machine, its stable identity), or (None, None) if not here."""
+    found = find_device(dev, hardware or live_hardware())
+    return found, identity(kind(dev), found) if found else None
+
+
 def identity(kind: str, found: dict[str, Any]) -> dict[str, Any]:
     """The stable part of a device's description: what "the same hardware" means.
 

@@ -1,5 +1,4 @@
-"""Where each device's artifacts live, and the rules that keep one machine from touching
-another machine's results.
+"""The rules that keep one machine from measuring or overwriting another machine's results.
 
 probe:     device here and (nothing recorded, or the same hardware recorded) -> write its
            fingerprint; here but other hardware recorded -> keep the record; not here ->

@@ -5,7 +5,7 @@ import argparse
 
 from roofline.benchmark import measure_device, pending_record
 from roofline.config import device_config, load_params
-from roofline.hardware import find_device, identity, live_hardware
+from roofline.hardware import locate
 from roofline.paths import fingerprint_path, results_path
 from roofline.records import benchmark_decision
 from roofline.schema import read_json, write_json_atomic
@@ -19,8 +19,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = load_params()
     dev = device_config(cfg, name)
     recorded = read_json(fingerprint_path(name))
-    found = find_device(dev, live_hardware())
-    here = identity(dev.kind.name, found) if found else None
+    found, here = locate(dev)
     if benchmark_decision(name, recorded, here) == "pending":
         record = pending_record(name, dev)
     else:

@@ -8,7 +8,7 @@ import sys
 from importlib.metadata import version
 
 from roofline.config import device_config, load_params
-from roofline.hardware import find_device, identity, live_hardware, unmatched_gpus
+from roofline.hardware import live_hardware, locate, unmatched_gpus
 from roofline.paths import fingerprint_path
 from roofline.records import fingerprint, lock_records_fingerprint, probe_decision
 from roofline.schema import read_json, write_json_atomic
@@ -41,8 +41,7 @@ def main(argv: list[str] | None = None) -> None:
             "run `uv run dvc pull` first (or `uv run dvc checkout` if they are in the cache)"
         )
     hardware = live_hardware()
-    found = find_device(dev, hardware)
-    here = identity(dev.kind.name, found) if found else None
+    _, here = locate(dev, hardware)
     fresh = fingerprint(name, here, version("torch")) if here else None
     new, message = probe_decision(name, recorded, here, fresh, args.replace)
     print(message)
