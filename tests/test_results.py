@@ -197,6 +197,10 @@ def test_plot_draws_every_device(tmp_path):
     fig = draw(pd.read_csv(csv), info)
     labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
     assert any(label.startswith("h100 (pending): datasheet 3350 GB/s") for label in labels)
-    assert any(label.startswith("cpu float32: 0.314 TFLOP/s measured") for label in labels)
+    assert "measured float32" in labels
+    points = [tuple(p) for c in fig.axes[0].collections for p in c.get_offsets()]
+    assert points == [pytest.approx((8192 / 6, 2 * 8192**3 / 3.5 / 1e12))]  # (FLOP/byte, TFLOP/s)
+    roof_labels = [t.get_text() for t in fig.axes[0].texts]
+    assert roof_labels == ["cpu float32 0.49", "h100 float16 989"]
     fig.savefig(tmp_path / "roofline.png")
     assert (tmp_path / "roofline.png").stat().st_size > 10_000
