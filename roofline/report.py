@@ -121,7 +121,7 @@ def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
             f"{r.achieved_tflops / head.achieved_tflops:.2f}× {head.dtype}{mfu}."
         )
     if not others.empty:
-        best = others.loc[others.achieved_tflops.idxmax()]
+        best = SimpleNamespace(**others.loc[others.achieved_tflops.idxmax()].to_dict())
         if best.achieved_tflops > head.achieved_tflops:
             parts.append(
                 f"The largest measured optimisation left on the table is the {best.dtype} path "
