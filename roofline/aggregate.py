@@ -1,4 +1,5 @@
-"""Recombine every device's results.json into results.csv and manifest.json."""
+"""Recombine every device's results.json and sweep.json into results.csv, manifest.json and
+metrics.json."""
 
 from pathlib import Path
 from typing import Any
@@ -29,13 +30,37 @@ def load_results(name: str, path: Path) -> dict[str, Any]:
     return record
 
 
-def results_table(records: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    rows = [vars(row) for record in records.values() for row in record["rows"]]
+def results_table(*groups: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """Every row of every record (the lab's, then the sweeps'), in the schema's columns."""
+    rows = [
+        vars(row) for records in groups for record in records.values() for row in record["rows"]
+    ]
     table = pd.DataFrame(rows, columns=CSV_COLUMNS)
     return table.astype({"m": "Int64", "n": "Int64", "k": "Int64", "repeats": "Int64"})
 
 
-def manifest(cfg: DictConfig, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def metrics(table: pd.DataFrame) -> dict[str, Any]:
+    """MFU and TFLOP/s of each device's measured lab rows, for `dvc metrics show / diff`."""
+    lab = table[(table.status == "measured") & (table.series == "lab")]
+    out: dict[str, Any] = {}
+    for r in lab.itertuples():
+        key = (
+            r.dtype
+            if len(lab[(lab.device == r.device) & (lab.dtype == r.dtype)]) == 1
+            else f"{r.dtype}_{r.m}x{r.n}x{r.k}"
+        )
+        out.setdefault(r.device, {})[key] = {
+            "tflops": r.achieved_tflops,
+            "mfu": None if pd.isna(r.mfu) else r.mfu,
+        }
+    return out
+
+
+def manifest(
+    cfg: DictConfig,
+    records: dict[str, dict[str, Any]],
+    sweeps: dict[str, dict[str, Any]] | None = None,
+) -> dict[str, Any]:
     devices = {}
     for name, record in records.items():
         dev = cfg.devices[name]
@@ -76,5 +101,13 @@ def manifest(cfg: DictConfig, records: dict[str, dict[str, Any]]) -> dict[str, A
                     for k in ("bytes_moved", "median_s", "min_s", "max_s", "spread", "gbps")
                 },
             }
+        sweep = (sweeps or {}).get(name)
+        if sweep and sweep["status"] == "measured" and sweep["sweep"] != "none":
+            entry["sweep"] = {
+                "name": sweep["sweep"],
+                "measured_at": sweep["run"]["started_at"],
+                "wall_s": sweep["run"]["wall_s"],
+                "git_revision": sweep["run"]["git_revision"],
+            }
         devices[name] = entry
-    return {"lab": LAB, "bench": to_plain(cfg.bench), "devices": devices}
+    return {"lab": LAB, "bench": to_plain(cfg.bench), "sweep": cfg.sweep.name, "devices": devices}

@@ -76,8 +76,22 @@ class BenchConfig:
 
 
 @dataclass
+class SweepConfig:
+    """Shapes that span intensity, per device kind (conf/sweep/<name>.yaml)."""
+
+    name: str = "none"
+    budget_s: dict[str, float] = field(default_factory=dict)  # per device, by kind
+    min_seconds: float = 0.0
+    square: dict[str, list[int]] = field(default_factory=dict)  # M = N = K, by kind
+    skinny_m: list[int] = field(default_factory=list)  # M against N = K = skinny_nk[kind]
+    skinny_nk: dict[str, int] = field(default_factory=dict)
+    best_shape: dict[str, list[list[int]]] = field(default_factory=dict)  # [M, N, K], by kind
+
+
+@dataclass
 class Config:
     bench: BenchConfig = field(default_factory=BenchConfig)
+    sweep: SweepConfig = field(default_factory=SweepConfig)
     devices: dict[str, DeviceConfig] = field(default_factory=dict)
 
 
@@ -94,6 +108,18 @@ def check(cfg: DictConfig) -> None:
         errors.append(f"bench.min_seconds={cfg.bench.min_seconds}; allowed: >= 0")
     if cfg.bench.copy_mib < 1:
         errors.append(f"bench.copy_mib={cfg.bench.copy_mib}; allowed: a positive integer")
+    sweep = cfg.sweep
+    for table in ("budget_s", "square", "skinny_nk", "best_shape"):
+        for key in sweep[table]:
+            if key not in ("cpu", "cuda"):
+                errors.append(f"sweep.{table} has key {key!r}; allowed: cpu, cuda")
+    sizes = [n for sizes in sweep.square.values() for n in sizes] + list(sweep.skinny_m)
+    sizes += list(sweep.skinny_nk.values()) if sweep.skinny_m else []
+    sizes += [d for shapes in sweep.best_shape.values() for shape in shapes for d in shape]
+    if any(n < 1 for n in sizes):
+        errors.append(f"sweep {sweep.name!r} has a size below 1; allowed: positive integers")
+    if any(len(shape) != 3 for shapes in sweep.best_shape.values() for shape in shapes):
+        errors.append(f"sweep {sweep.name!r}: best_shape entries must be [M, N, K]")
     for name, dev in cfg.devices.items():
         where = f"devices.{name}"
         for table in ("peak_tflops", "lab_band_tflops", "lab_done_tflops"):

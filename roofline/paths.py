@@ -15,3 +15,7 @@ def fingerprint_path(name: str) -> Path:
 
 def results_path(name: str) -> Path:
     return device_dir(name) / "results.json"
+
+
+def sweep_path(name: str) -> Path:
+    return device_dir(name) / "sweep.json"

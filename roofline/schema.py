@@ -26,6 +26,9 @@ class Row:
     n: int
     k: int
     status: str
+    series: str = (
+        "lab"  # lab (the device's configured shapes), or a sweep's square / skinny / best-shape
+    )
     reason: str = ""
     median_s: float | None = None
     min_s: float | None = None

@@ -35,7 +35,7 @@ def stages() -> list[tuple[str, dict]]:
         (name, stage)
         for name, stage in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].items()
     ]
-    for name in ("probe", "benchmark"):
+    for name in ("probe", "benchmark", "sweep"):
         found.append((name, yaml.safe_load((DEVICES / "cpu/dvc.yaml").read_text())["stages"][name]))
     return found
 
@@ -58,9 +58,11 @@ def test_every_configured_device_has_its_own_stage_file_and_results_dependency()
         for entry in config["defaults"]
         if isinstance(entry, dict)
         for key in entry
+        if key.startswith("device@")
     ]
     aggregate = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["aggregate"]["deps"]
     template = (DEVICES / "cpu/dvc.yaml").read_text()
     for name in names:
         assert (DEVICES / name / "dvc.yaml").read_text() == template.replace("cpu", name)
         assert f"experiments/x4-roofline/devices/{name}/results.json" in aggregate
+        assert f"experiments/x4-roofline/devices/{name}/sweep.json" in aggregate

@@ -129,7 +129,7 @@ def make_project(where: Path) -> Path:
     deps = pipeline["stages"]["aggregate"]["deps"]
     pipeline["stages"]["aggregate"]["deps"] = [
         d for d in deps if "/a100/" not in d and "/h200/" not in d
-    ] + [f"{DEVICES}/podhost/results.json"]
+    ] + [f"{DEVICES}/podhost/results.json", f"{DEVICES}/podhost/sweep.json"]
     (project / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
     (project / "params.yaml").write_text(compose(project, []))
 

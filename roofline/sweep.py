@@ -1,0 +1,90 @@
+"""Sweeps: shapes across the ridge for one device, measured within a time budget."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+from roofline.arithmetic import matmul_flops
+from roofline.benchmark import cpu_target, describe_row, gpu_target, measure_point
+from roofline.provenance import git_revision, versions
+from roofline.schema import empty_row
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from omegaconf import DictConfig
+
+
+def sweep_shapes(sweep: DictConfig, kind: str) -> list[tuple[str, list[int]]]:
+    """(series, [M, N, K]) for a device kind, cheapest first, so a budget that runs out skips
+    the most expensive points."""
+    shapes = [("square", [n, n, n]) for n in sweep.square.get(kind, [])]
+    nk = sweep.skinny_nk.get(kind, 0)
+    if nk:
+        shapes += [("skinny", [m, nk, nk]) for m in sweep.skinny_m]
+    shapes += [("best-shape", list(shape)) for shape in sweep.best_shape.get(kind, [])]
+    return sorted(shapes, key=lambda item: matmul_flops(*item[1]))
+
+
+def sweep_record(name: str, dev: DictConfig, sweep: DictConfig, status: str, **extra: Any) -> dict:
+    return {
+        "device": name,
+        "sku": dev.sku,
+        "sweep": sweep.name,
+        "status": status,
+        "rows": [],
+        **extra,
+    }
+
+
+def measure_sweep(
+    name: str,
+    dev: DictConfig,
+    bench: DictConfig,
+    sweep: DictConfig,
+    found: dict[str, Any],
+    identity: dict[str, Any],
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Every (shape, dtype) of the sweep on this device until its budget runs out."""
+    kind = dev.kind.name
+    started, t0 = datetime.now(UTC), time.perf_counter()
+    target = cpu_target(dev, found) if kind == "cpu" else gpu_target(dev, found, log)
+    settings = SimpleNamespace(
+        seed=bench.seed,
+        warmup=bench.warmup,
+        repeats=bench.repeats,
+        check_rows=bench.check_rows,
+        min_seconds=sweep.min_seconds,
+    )
+    budget = sweep.budget_s.get(kind, 0.0)
+    rows = []
+    for series, shape in sweep_shapes(sweep, kind):
+        for dtype in (d.name for d in dev.dtypes):
+            if time.perf_counter() - t0 > budget:
+                row = empty_row(
+                    name, dtype, shape, "skipped", f"the sweep's {budget:g} s budget ran out"
+                )
+            else:
+                row = measure_point(name, dtype, shape, kind, target, settings, found)
+            row.series = series
+            rows.append(asdict(row))
+            log(f"[{series}] {describe_row(row)}")
+    return sweep_record(
+        name,
+        dev,
+        sweep,
+        "measured",
+        hardware=identity,
+        run={
+            "started_at": started.isoformat(timespec="seconds"),
+            "wall_s": time.perf_counter() - t0,
+            "git_revision": git_revision(),
+            "versions": versions(),
+        },
+        rows=rows,
+    )

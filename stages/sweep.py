@@ -1,0 +1,33 @@
+"""Stage sweep: the selected sweep's shapes on a device that is here (nothing for sweep=none),
+pending for a device never measured, refused for one measured elsewhere."""
+
+import argparse
+
+from roofline.config import device_config, load_params
+from roofline.hardware import locate
+from roofline.paths import fingerprint_path, sweep_path
+from roofline.records import benchmark_decision
+from roofline.schema import read_json, write_json_atomic
+from roofline.sweep import measure_sweep, sweep_record
+from stages import run
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
+    name = parser.parse_args(argv).device
+    cfg = load_params()
+    dev = device_config(cfg, name)
+    found, here = locate(dev)
+    decision = benchmark_decision(name, read_json(fingerprint_path(name)), here)
+    if decision == "pending":
+        record = sweep_record(name, dev, cfg.sweep, "pending")
+    elif cfg.sweep.name == "none":
+        record = sweep_record(name, dev, cfg.sweep, "measured", hardware=here)
+    else:
+        record = measure_sweep(name, dev, cfg.bench, cfg.sweep, found, here)
+    write_json_atomic(sweep_path(name), record)
+
+
+if __name__ == "__main__":
+    run(main)

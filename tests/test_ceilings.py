@@ -1,0 +1,145 @@
+"""Measured ceilings, the roofline's prediction, quantisation and the gap breakdown, with
+answers worked by hand."""
+
+import dataclasses
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+
+from roofline.ceilings import (
+    breakdown,
+    measured_ceilings,
+    predicted_seconds,
+    predictions,
+    wave_quantisation,
+    why,
+)
+from roofline.schema import empty_row, measured_row
+
+
+def table(*rows) -> pd.DataFrame:
+    return pd.DataFrame([dataclasses.asdict(r) for r in rows])
+
+
+def cpu_rows() -> pd.DataFrame:
+    x = measured_row(
+        "cpu", "float32", [1000, 1000, 1000], [0.02], 0.5, "computed", 0.0
+    )  # 0.1 TFLOP/s
+    y = measured_row(
+        "cpu", "float32", [2000, 2000, 2000], [0.08], 0.5, "computed", 0.0
+    )  # 0.2 TFLOP/s
+    y.series = "square"
+    z = measured_row("cpu", "float32", [1, 4000, 4000], [0.008], 0.5, "computed", 0.0)
+    z.series = "skinny"
+    pending = empty_row("h100", "float16", [8192] * 3, "pending", "never measured")
+    return table(x, y, z, pending)
+
+
+def test_the_best_measured_point_is_the_ceiling():
+    assert measured_ceilings(cpu_rows()) == {
+        ("cpu", "float32"): {
+            "tflops": pytest.approx(0.2),
+            "shape": [2000, 2000, 2000],
+            "series": "square",
+        }
+    }
+
+
+def test_predicted_time_is_the_slower_of_compute_and_memory():
+    assert predicted_seconds(2e12, 1e9, 1.0, 100.0) == 2.0  # 2 s of compute, 10 ms of memory
+    assert predicted_seconds(1e9, 1e9, 1.0, 100.0) == 0.01  # 1 ms of compute, 10 ms of memory
+
+
+def test_prediction_errors_against_the_measured_ceilings():
+    pred = predictions(cpu_rows(), {"cpu": 10.0}).set_index("m")
+    # 1000^3: 2e9 FLOP at 0.2 TFLOP/s = 10 ms (memory: 12 MB at 10 GB/s = 1.2 ms); measured 20 ms.
+    assert pred.loc[1000, "predicted_s"] == pytest.approx(0.01)
+    assert pred.loc[1000, "error"] == pytest.approx(1.0) and pred.loc[1000, "bound"] == "compute"
+    assert pred.loc[2000, "error"] == pytest.approx(0.0)
+    # 1x4000x4000: 64.032 MB at 10 GB/s = 6.4032 ms (compute 0.16 ms); measured 8 ms.
+    assert pred.loc[1, "predicted_s"] == pytest.approx(0.0064032)
+    assert (
+        pred.loc[1, "error"] == pytest.approx(0.0080 / 0.0064032 - 1)
+        and pred.loc[1, "bound"] == "memory"
+    )
+    assert len(pred) == 3  # the pending row has nothing to predict
+
+
+def test_wave_quantisation_by_hand():
+    # 8192 x 8192 in 128 x 256 tiles: 64 x 32 = 2048 tiles; 132 SMs: 16 waves, 2048 / 2112 useful.
+    h100 = wave_quantisation(8192, 8192, 132)
+    assert (h100["tiles"], h100["waves"]) == (2048, 16)
+    assert h100["efficiency"] == pytest.approx(2048 / 2112)
+    assert wave_quantisation(8192, 8192, 108)["efficiency"] == pytest.approx(
+        2048 / 2052
+    )  # A100: 19 waves
+    # 1000 x 1000: 8 x 4 = 32 tiles padded to 1024 x 1024, one wave on 132 SMs.
+    small = wave_quantisation(1000, 1000, 132)
+    assert small["padding_efficiency"] == pytest.approx(1e6 / 1024**2)
+    assert small["efficiency"] == pytest.approx(1e6 / 1024**2 * 32 / 132)
+
+
+def test_why_names_cache_overhead_quantisation_or_memory():
+    def row(m, n, k, median, error, bound="compute"):
+        return SimpleNamespace(
+            m=m, n=n, k=k, dtype="float16", median_s=median, error=error, bound=bound
+        )
+
+    assert "fit in the 50 MiB cache" in why(row(512, 512, 512, 1e-4, -0.5), 50 * 2**20, 1e-5, 132)
+    assert "fixed per-call cost" in why(row(64, 64, 64, 2e-5, 3.0), 50 * 2**20, 1e-5, 132)
+    # 8192^2 wastes 3% of slots, under the 10% that counts as quantisation.
+    assert why(row(8192, 8192, 8192, 1e-3, 0.05), None, 1e-5, 132).startswith(
+        "compute-bound below the best shape"
+    )
+    assert "32 tiles" in why(row(1000, 1000, 4096, 1e-3, 0.8), None, 1e-5, 132)
+    assert why(row(1, 8192, 8192, 1e-3, 0.3, "memory"), None, 1e-5, None).startswith("memory-bound")
+
+
+def test_gpu_breakdown_from_peak_to_achieved():
+    head = SimpleNamespace(
+        m=8192,
+        n=8192,
+        k=8192,
+        dtype="float16",
+        peak_tflops=989.4,
+        peak_source="datasheet (dense)",
+        sm_clock_mhz=1650.0,
+        sm_clock_max_mhz=1980.0,
+        achieved_tflops=700.0,
+    )
+    ceiling = {"tflops": 760.0, "shape": [12288, 12288, 6144], "series": "best-shape"}
+    steps = breakdown(head, ceiling, "cuda", 132)
+    assert [s["step"] for s in steps] == [
+        "dense peak",
+        "at the SM clock under load",
+        "measured compute ceiling",
+        "tile and wave quantisation",
+        "achieved",
+    ]
+    assert steps[1]["tflops"] == pytest.approx(989.4 * 1650 / 1980)  # 824.5
+    assert "92.2% of the step above" in steps[2]["note"]  # 760 / 824.5
+    # 12288^2: 96 x 48 = 4608 tiles, 35 waves (4620 slots); 8192^2: 2048 tiles, 16 waves (2112).
+    assert steps[3]["tflops"] == pytest.approx(760 * (2048 / 2112) / (4608 / 4620))
+    assert "94.7% of the step above is achieved" in steps[4]["note"]
+
+
+def test_cpu_breakdown_says_what_was_not_measured():
+    head = SimpleNamespace(
+        m=8192,
+        n=8192,
+        k=8192,
+        dtype="float32",
+        peak_tflops=0.5,
+        peak_source="computed",
+        sm_clock_mhz=float("nan"),
+        sm_clock_max_mhz=float("nan"),
+        achieved_tflops=0.32,
+    )
+    steps = breakdown(
+        head, {"tflops": 0.34, "shape": [4096, 4096, 2048], "series": "best-shape"}, "cpu", None
+    )
+    assert steps[1]["tflops"] is None and steps[1]["note"].startswith("not measured")
+    assert steps[3]["tflops"] is None and "not modelled" in steps[3]["note"]
+    assert "68.0% of the step above" in steps[2]["note"]  # 0.34 / 0.5
+    assert "94.1% of the step above is achieved" in steps[4]["note"]  # 0.32 / 0.34
