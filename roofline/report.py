@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from roofline.arithmetic import matmul_bytes, ridge_point
+from roofline.ceilings import breakdown, measured_ceilings, predictions, why
 
 HEADLINE_DTYPE = {"cpu": "float32", "cuda": "float16"}  # the lab's kernel on each kind
 LAB_CAUSES = "no warm-up, no synchronisation, a wrong FLOP count, or throttled clocks"
@@ -188,35 +189,127 @@ def pending_paragraph(name: str, entry: dict[str, Any]) -> str:
     )
 
 
+def breakdown_lines(steps: list[dict[str, Any]]) -> list[str]:
+    lines = ["Gap breakdown, each step from measured numbers:", ""]
+    for step in steps:
+        value = "not measured" if step["tflops"] is None else f"**{step['tflops']:.4g} TFLOP/s**"
+        lines.append(f"- {step['step']}: {value}; {step['note']}")
+    return lines
+
+
+def cost_line(entry: dict[str, Any], head: Any) -> str:
+    price = entry["cost_per_hour_usd"]
+    if price is None:
+        text = "Cost: no cost per hour is set for this device"
+    elif price == 0:
+        text = f"Cost: own machine, no hourly price; the run took {entry['wall_s']:.0f} s"
+    else:
+        text = (
+            f"Cost: the run took {entry['wall_s']:.0f} s at ${price:g}/h, "
+            f"${entry['run_cost_usd']:.4f}; {head.achieved_tflops / price:.4g} TFLOP/s per dollar-hour"
+        )
+    if pd.notna(getattr(head, "joules_per_tflop", float("nan"))):
+        text += f"; {head.joules_per_tflop:.3g} J per TFLOP at {head.power_w:.0f} W (NVML)"
+    return text + "."
+
+
+def prediction_line(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
+    """The roofline's prediction from the measured ceilings against every measured point."""
+    pred = predictions(rows, {name: entry["memory_copy"]["gbps"]})
+    if pred.empty:
+        return ""
+    worst = pred.loc[pred.error.abs().idxmax()]
+    details = entry.get("details", {})
+    cause = why(
+        SimpleNamespace(**worst.to_dict()),
+        details.get("cache_bytes") or details.get("l2_bytes"),
+        pred.median_s.min(),
+        details.get("sm_count"),
+    )
+    return (
+        f"Roofline check: predicted time = max(FLOPs / measured ceiling of the dtype, bytes / measured "
+        f"copy bandwidth) against {len(pred)} measured points: median |error| "
+        f"{pred.error.abs().median():.1%}, worst {worst.error:+.0%} at {worst.dtype} "
+        f"{worst.m}×{worst.n}×{worst.k} ({worst.series}, {worst.bound}-bound): {cause}. "
+        "Every point is in the appendix."
+    )
+
+
+def device_section(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> list[str]:
+    if entry["status"] != "measured":
+        return [f"### {name}: {entry['sku']} (pending)", "", pending_paragraph(name, entry)]
+    lab = rows[rows.series == "lab"]
+    title = (
+        f"### {name}: {entry['hardware'].get('model') or entry['hardware'].get('name')} "
+        f"(measured {entry['measured_at']} at {entry['git_revision'] or 'no git revision'})"
+    )
+    out = [title, "", gap_paragraph(name, entry, lab)]
+    head = headline(lab, entry["kind"])
+    if head is None:
+        return out
+    ceiling = measured_ceilings(rows)[(name, head.dtype)]
+    steps = breakdown(head, ceiling, entry["kind"], entry.get("details", {}).get("sm_count"))
+    out += ["", *breakdown_lines(steps), "", cost_line(entry, head)]
+    check = prediction_line(name, entry, rows)
+    return out + (["", check] if check else [])
+
+
 def render(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
     order = list(dict.fromkeys(rows.device))
+    sweep = manifest.get("sweep", "none")
     out = [
         "# Roofline report: dense matmul on every device",
         "",
         "The lab's kernel, C = A·B with M = N = K = 8192: float16 on GPUs, float32 through the "
         "BLAS on a CPU. FLOPs = 2·M·N·K; bytes = (M·K + K·N + M·N)·itemsize, the ideal-cache "
-        "lower bound; MFU = achieved / dense datasheet peak of the same dtype. Each device's "
-        "numbers come from its own `experiments/x4-roofline/devices/<name>/results.json`, "
-        "with every timing sample; versions, seeds and costs are in `manifest.json`.",
+        "lower bound; MFU = achieved / dense datasheet peak of the same dtype. Solid lines: "
+        "datasheet (CPU: computed) peaks and bandwidths; dotted: measured ceilings (best TFLOP/s "
+        f"measured per dtype, copy bandwidth). Sweep: {sweep}. Every sample, version, seed and "
+        "cost is in `devices/<name>/*.json` and `manifest.json`; the sweeps and each point's "
+        "prediction are in [the appendix](REPORT-appendix.md).",
         "",
         "![roofline](roofline.png)",
         "",
-        table(rows),
+        table(rows[rows.series == "lab"]),
         "",
         "## Gaps to peak",
     ]
     for name in order:
+        out += ["", *device_section(name, manifest["devices"][name], rows[rows.device == name])]
+    return "\n".join(out) + "\n"
+
+
+def appendix(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
+    """Every measured point with its roofline prediction; the sweeps' panels."""
+    out = [
+        "# Appendix: every measured point against the roofline's prediction",
+        "",
+        f"Sweep: {manifest.get('sweep', 'none')}. Predicted time = max(FLOPs / measured ceiling of "
+        "the dtype, bytes / measured copy bandwidth); error = measured / predicted - 1.",
+        "",
+        "![sweeps](roofline-sweeps.png)",
+    ]
+    for name in dict.fromkeys(rows.device):
         entry = manifest["devices"][name]
-        if entry["status"] == "measured":
-            cost = entry["run_cost_usd"]
-            cost_text = "no cost per hour set" if cost is None else f"run cost ${cost:.4f}"
-            title = (
-                f"### {name}: {entry['hardware'].get('model') or entry['hardware'].get('name')}"
-                f" (measured {entry['measured_at']} at {entry['git_revision'] or 'no git revision'},"
-                f" {entry['wall_s']:.0f} s, {cost_text})"
+        if entry["status"] != "measured":
+            continue
+        pred = predictions(rows[rows.device == name], {name: entry["memory_copy"]["gbps"]})
+        out += [
+            "",
+            f"## {name}",
+            "",
+            "| series | dtype | M×N×K | FLOP/byte | TFLOP/s | measured s | predicted s | error | bound |",
+            "|---|---|---|---:|---:|---:|---:|---:|---|",
+        ]
+        for r in pred.itertuples():
+            out.append(
+                f"| {r.series} | {r.dtype} | {r.m}×{r.n}×{r.k} | {r.arithmetic_intensity:.1f} | "
+                f"{r.achieved_tflops:.4g} | {r.median_s:.3g} | {r.predicted_s:.3g} | "
+                f"{r.error:+.0%} | {r.bound} |"
             )
-            body = gap_paragraph(name, entry, rows[rows.device == name])
-        else:
-            title, body = f"### {name}: {entry['sku']} (pending)", pending_paragraph(name, entry)
-        out += ["", title, "", body]
+        skipped = rows[(rows.device == name) & (rows.status != "measured")]
+        out += [
+            f"- {r.series} {r.dtype} {r.m}×{r.n}×{r.k}: {r.status}: {r.reason}"
+            for r in skipped.itertuples()
+        ]
     return "\n".join(out) + "\n"

@@ -1,24 +1,29 @@
-"""Stage plot: results.csv + manifest.json -> roofline.png."""
+"""Stage plot: results.csv + manifest.json -> roofline.png and roofline-sweeps.png."""
 
 import json
 import os
 import tempfile
 
 import pandas as pd
+from matplotlib.figure import Figure
 
 from roofline.paths import EXPERIMENT
-from roofline.plot import draw
+from roofline.plot import draw, draw_sweeps
 from stages import run
+
+
+def save(fig: Figure, name: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=EXPERIMENT, prefix=f".{name}.", suffix=".png")
+    os.close(fd)
+    fig.savefig(tmp, dpi=110, metadata={"Software": None})  # no version stamp: stable bytes
+    os.replace(tmp, EXPERIMENT / name)
 
 
 def main() -> None:
     rows = pd.read_csv(EXPERIMENT / "results.csv")
     manifest = json.loads((EXPERIMENT / "manifest.json").read_text())
-    fig = draw(rows, manifest)
-    fd, tmp = tempfile.mkstemp(dir=EXPERIMENT, prefix=".roofline.", suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110, metadata={"Software": None})  # no version stamp: stable bytes
-    os.replace(tmp, EXPERIMENT / "roofline.png")
+    save(draw(rows, manifest), "roofline.png")
+    save(draw_sweeps(rows, manifest), "roofline-sweeps.png")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,12 @@
-"""Stage report: results.csv + manifest.json -> REPORT.md (the plot is linked beside it)."""
+"""Stage report: results.csv + manifest.json -> REPORT.md (one page, the plot beside it) and
+REPORT-appendix.md (every point against the roofline's prediction, the sweeps)."""
 
 import json
 
 import pandas as pd
 
 from roofline.paths import EXPERIMENT
-from roofline.report import render
+from roofline.report import appendix, render
 from roofline.schema import write_text_atomic
 from stages import run
 
@@ -14,6 +15,7 @@ def main() -> None:
     rows = pd.read_csv(EXPERIMENT / "results.csv", keep_default_na=False, na_values=[""])
     manifest = json.loads((EXPERIMENT / "manifest.json").read_text())
     write_text_atomic(EXPERIMENT / "REPORT.md", render(rows, manifest))
+    write_text_atomic(EXPERIMENT / "REPORT-appendix.md", appendix(rows, manifest))
 
 
 if __name__ == "__main__":
