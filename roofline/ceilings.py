@@ -96,7 +96,10 @@ def why(r: Any, cache_bytes: int | None, floor_s: float, sm_count: int | None) -
                 f"{sm_count} SMs make {q['waves']} waves, {q['efficiency']:.0%} of slots useful"
             )
     if r.bound == "memory":
-        return "memory-bound: it moves more than the ideal-cache bytes the roofline counts"
+        return (
+            "memory-bound, yet slower than the copy rate: the kernel streams its operands less "
+            "efficiently than a copy (more traffic than the ideal-cache bytes, or too few loads in flight)"
+        )
     return (
         "compute-bound below the best shape's rate: blocking and packing fit this shape less well"
     )
@@ -130,7 +133,7 @@ def breakdown(
             {
                 "step": "at the clock under load",
                 "tflops": None,
-                "note": "not measured: the peak already uses the all-core clock measured before the run; "
+                "note": "not measured; the peak already uses the all-core clock measured before the run, "
                 "the AVX clock during it is not read",
             }
         )

@@ -192,8 +192,10 @@ def pending_paragraph(name: str, entry: dict[str, Any]) -> str:
 def breakdown_lines(steps: list[dict[str, Any]]) -> list[str]:
     lines = ["Gap breakdown, each step from measured numbers:", ""]
     for step in steps:
-        value = "not measured" if step["tflops"] is None else f"**{step['tflops']:.4g} TFLOP/s**"
-        lines.append(f"- {step['step']}: {value}; {step['note']}")
+        if step["tflops"] is None:
+            lines.append(f"- {step['step']}: {step['note']}")
+        else:
+            lines.append(f"- {step['step']}: **{step['tflops']:.4g} TFLOP/s**; {step['note']}")
     return lines
 
 
@@ -214,24 +216,31 @@ def cost_line(entry: dict[str, Any], head: Any) -> str:
 
 
 def prediction_line(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
-    """The roofline's prediction from the measured ceilings against every measured point."""
+    """The roofline's prediction from the measured ceilings against every measured point,
+    summarised per side of the ridge, with the likeliest cause of the worst error on each."""
     pred = predictions(rows, {name: entry["memory_copy"]["gbps"]})
     if pred.empty:
         return ""
-    worst = pred.loc[pred.error.abs().idxmax()]
     details = entry.get("details", {})
-    cause = why(
-        SimpleNamespace(**worst.to_dict()),
-        details.get("cache_bytes") or details.get("l2_bytes"),
-        pred.median_s.min(),
-        details.get("sm_count"),
-    )
+    floors = pred.groupby("dtype").median_s.min()  # the fastest call of each dtype
+    parts = []
+    for bound, group in pred.groupby("bound", sort=True):
+        worst = SimpleNamespace(**group.loc[group.error.abs().idxmax()].to_dict())
+        cause = why(
+            worst,
+            details.get("cache_bytes") or details.get("l2_bytes"),
+            floors[worst.dtype],
+            details.get("sm_count"),
+        )
+        parts.append(
+            f"{len(group)} {bound}-bound points, median |error| {group.error.abs().median():.1%}, "
+            f"worst {worst.error:+.0%} at {worst.dtype} {worst.m}×{worst.n}×{worst.k} "
+            f"({worst.series}): {cause}"
+        )
     return (
-        f"Roofline check: predicted time = max(FLOPs / measured ceiling of the dtype, bytes / measured "
-        f"copy bandwidth) against {len(pred)} measured points: median |error| "
-        f"{pred.error.abs().median():.1%}, worst {worst.error:+.0%} at {worst.dtype} "
-        f"{worst.m}×{worst.n}×{worst.k} ({worst.series}, {worst.bound}-bound): {cause}. "
-        "Every point is in the appendix."
+        "Roofline check, predicted time = max(FLOPs / measured ceiling of the dtype, bytes / "
+        "measured copy bandwidth) against the measured time: " + "; ".join(parts) + ". Every point "
+        "is in the appendix."
     )
 
 

@@ -9,7 +9,7 @@ import pytest
 from roofline import schema
 from roofline.aggregate import load_results, manifest, results_table
 from roofline.plot import draw
-from roofline.report import render
+from roofline.report import appendix, render
 from roofline.schema import SchemaError, empty_row, measured_row, row_from_dict, write_text_atomic
 from tests.conftest import config, device
 
@@ -204,3 +204,35 @@ def test_plot_draws_every_device(tmp_path):
     assert roof_labels == ["cpu float32 0.49", "h100 float16 989"]
     fig.savefig(tmp_path / "roofline.png")
     assert (tmp_path / "roofline.png").stat().st_size > 10_000
+
+
+def test_report_has_the_breakdown_cost_and_roofline_check_and_an_appendix(tmp_path):
+    records = recorded(tmp_path)
+    sweep_row = measured_row("cpu", "float32", [4096, 4096, 4096], [0.4], 0.49, "computed", 0.0)
+    sweep_row.series = "square"
+    sweeps = {"cpu": {"rows": [sweep_row]}}
+    table = results_table(records, sweeps)
+    info = json.loads(json.dumps(manifest(config({"cpu": CPU, "h100": H100}), records)))
+    text = render(table, info)
+    assert "4096×4096×4096" not in text.split("## Gaps")[0]  # the one-page table is the lab's rows
+    assert "- dense peak: **0.49 TFLOP/s**" in text
+    # 2*4096^3 / 0.4 s = 0.3436 TFLOP/s, the best float32 measured: the ceiling.
+    assert (
+        "- measured compute ceiling: **0.3436 TFLOP/s**; best float32 shape measured, 4096x4096x4096 (square)"
+        in text
+    )
+    assert (
+        "- achieved: **0.3141 TFLOP/s**; what remains: 91.4% of the step above is achieved" in text
+    )
+    assert "Cost: own machine, no hourly price; the run took 7200 s." in text
+    # 8192^3 predicted at the ceiling: 1.0995e12 / 0.3436e12 = 3.2 s; measured 3.5 s: +9%.
+    assert (
+        "2 compute-bound points, median |error| 4.7%, worst +9% at float32 8192×8192×8192 (lab): "
+        "compute-bound below the best shape's rate" in text
+    )
+    extra = appendix(table, info)
+    assert (
+        "| square | float32 | 4096×4096×4096 | 682.7 | 0.3436 | 0.4 | 0.4 | +0% | compute |"
+        in extra
+    )
+    assert "- lab float16 8192×8192×8192: skipped: no native float16 on this CPU" in extra
