@@ -50,7 +50,8 @@ def table(rows: pd.DataFrame) -> str:
         "| device | dtype | M×N×K | status | TFLOP/s (median) | spread | MFU | GB/s | FLOP/byte |",
         "|---|---|---|---|---:|---:|---:|---:|---:|",
     ]
-    for r in rows.itertuples():
+    pending = rows[rows.status == "pending"]
+    for r in rows[rows.status != "pending"].itertuples():
         status = r.status if r.status == "measured" else f"{r.status}: {r.reason}"
         if isinstance(r.flag, str) and r.flag:
             status += f" ⚠ {r.flag}"
@@ -58,6 +59,10 @@ def table(rows: pd.DataFrame) -> str:
             f"| {r.device} | {r.dtype} | {r.m}×{r.n}×{r.k} | {status} | "
             f"{_num(r.achieved_tflops, '.4g')} | {_num(r.spread, '.1%')} | {_num(r.mfu, '.1%')} | "
             f"{_num(r.achieved_bw_gbps, '.1f')} | {_num(r.arithmetic_intensity, '.1f')} |"
+        )
+    for (device, m, n, k), group in pending.groupby(["device", "m", "n", "k"], sort=False):
+        lines.append(
+            f"| {device} | {', '.join(group.dtype)} | {m}×{n}×{k} | pending (see below) |  |  |  |  |  |"
         )
     return "\n".join(lines)
 
