@@ -85,7 +85,7 @@ def why(r: Any, cache_bytes: int | None, floor_s: float, sm_count: int | None) -
         )
     if r.median_s < 3 * floor_s:
         return (
-            f"a {r.median_s * 1e6:.3g} µs call is near the fastest call measured "
+            f"a {r.median_s * 1e6:.3g} µs call is near the fastest {r.dtype} call measured "
             f"({floor_s * 1e6:.3g} µs): fixed per-call cost (launch, dispatch, threading) dominates"
         )
     if sm_count:

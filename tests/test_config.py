@@ -121,3 +121,16 @@ def test_load_params_rejects_a_hand_edited_params_file(tmp_path):
         load_params(bad)
     with pytest.raises(ConfigError, match="not found"):
         load_params(tmp_path / "missing.yaml")
+
+
+def test_sweep_group_composes_and_rejects_what_it_cannot_measure():
+    full = OmegaConf.create(compose(ROOT, ["sweep=full"])).sweep
+    assert (
+        full.name == "full" and full.skinny_m[0] == 1 and full.square.cpu[0] < full.square.cpu[-1]
+    )
+    with pytest.raises(Exception, match="bogus"):
+        compose(ROOT, ["sweep=bogus"])
+    bad = config({"g": gpu()})
+    bad.sweep.square = {"gpu": [64]}
+    with pytest.raises(ConfigError, match="sweep.square has key 'gpu'; allowed: cpu, cuda"):
+        check(bad)
