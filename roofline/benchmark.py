@@ -15,6 +15,7 @@ from roofline import telemetry
 from roofline.errors import ConfigError
 from roofline.hardware import cpu_clock_ghz
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
+from roofline.progress import progress, say
 from roofline.provenance import git_revision, versions
 from roofline.schema import Row, empty_row, measured_row
 from roofline.timing import timer_for
@@ -153,7 +154,7 @@ def measure_device(
     bench: DictConfig,
     found: dict[str, Any],
     identity: dict[str, Any],
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = say,
 ) -> dict[str, Any]:
     """Every point of a device, then its copy bandwidth, as its results record."""
     kind = dev.kind.name
@@ -161,9 +162,11 @@ def measure_device(
     target = cpu_target(dev, found) if kind == "cpu" else gpu_target(dev, found, log)
     check_fits(name, dev, target.memory_bytes)
     rows = []
-    for dtype, shape in points(dev):
-        rows.append(measure_point(name, dtype, shape, kind, target, bench, found))
-        log(describe_row(rows[-1]))
+    with progress(points(dev), name) as bar:
+        for dtype, shape in bar:
+            bar.set_postfix_str(f"{dtype} {shape}")
+            rows.append(measure_point(name, dtype, shape, kind, target, bench, found))
+            log(describe_row(rows[-1]))
     copy_bytes = bench.copy_mib * 2**20
     copy_samples = measure_copy(
         copy_bytes,

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.arithmetic import matmul_flops
 from roofline.benchmark import cpu_target, describe_row, gpu_target, measure_point
+from roofline.progress import progress, say
 from roofline.provenance import git_revision, versions
 from roofline.schema import empty_row
 
@@ -48,7 +49,7 @@ def measure_sweep(
     sweep: DictConfig,
     found: dict[str, Any],
     identity: dict[str, Any],
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = say,
 ) -> dict[str, Any]:
     """Every (shape, dtype) of the sweep on this device until its budget runs out."""
     kind = dev.kind.name
@@ -63,12 +64,15 @@ def measure_sweep(
     )
     budget = sweep.budget_s.get(kind, 0.0)
     rows = []
-    for series, shape in sweep_shapes(sweep, kind):
-        for dtype in (d.name for d in dev.dtypes):
+    plan = [
+        (series, shape, d.name) for series, shape in sweep_shapes(sweep, kind) for d in dev.dtypes
+    ]
+    with progress(plan, f"{name} sweep {sweep.name}") as bar:
+        for series, shape, dtype in bar:
+            bar.set_postfix_str(f"{series} {dtype} {shape}")
             if time.perf_counter() - t0 > budget:
-                row = empty_row(
-                    name, dtype, shape, "skipped", f"the sweep's {budget:g} s budget ran out"
-                )
+                reason = f"the sweep's {budget:g} s budget ran out"
+                row = empty_row(name, dtype, shape, "skipped", reason)
             else:
                 row = measure_point(name, dtype, shape, kind, target, settings, found)
             row.series = series

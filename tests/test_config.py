@@ -132,5 +132,5 @@ def test_sweep_group_composes_and_rejects_what_it_cannot_measure():
         compose(ROOT, ["sweep=bogus"])
     bad = config({"g": gpu()})
     bad.sweep.square = {"gpu": [64]}
-    with pytest.raises(ConfigError, match="sweep.square has key 'gpu'; allowed: cpu, cuda"):
+    with pytest.raises(ConfigError, match=r"sweep\.square has key 'gpu'; allowed: cpu, cuda"):
         check(bad)

@@ -163,3 +163,23 @@ def test_shapes_that_cannot_fit_are_refused_before_measuring():
     dev = device(**{**CPU, "shapes": [[100_000, 100_000, 100_000]]})
     with pytest.raises(ConfigError, match=r"devices.cpu.shapes has \[100000, 100000, 100000\]"):
         check_fits("cpu", dev, memory_bytes=16 << 30)
+
+
+def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):
+    import io
+    import sys
+
+    from roofline.progress import progress
+
+    assert progress([1, 2], "cpu").disable  # pytest's stderr is not a terminal, nor is CI's
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    with progress([1, 2], "cpu") as bar:
+        for _ in bar:
+            pass
+    assert "cpu: 100%" in screen.getvalue() and "2/2" in screen.getvalue()
