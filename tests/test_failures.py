@@ -1,0 +1,95 @@
+"""Failures lose nothing: an interrupted or failed benchmark leaves the previous results, and a
+corrupt or hand-edited file stops the stage that reads it, naming the file and the row."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from roofline import paths
+from stages import aggregate, benchmark, probe
+from stages import run as run_stage
+from tests.conftest import LAPTOP
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """The repository's params.yaml, a cpu recorded as this machine, and its previous results."""
+    shutil.copy(ROOT / "params.yaml", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    described = tmp_path / "laptop.json"
+    described.write_text(json.dumps(LAPTOP))
+    monkeypatch.setenv("ROOFLINE_HARDWARE", str(described))
+    probe.main(["cpu"])
+    paths.results_path("cpu").write_text('{"previous": "results"}\n')
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("failure", "said"),
+    [
+        (KeyboardInterrupt(), "interrupted; nothing was written"),
+        (
+            torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+            "failed: OutOfMemoryError: CUDA out of memory",
+        ),
+        (
+            RuntimeError("CUDA error: an illegal memory access was encountered"),
+            "failed: RuntimeError: CUDA error",
+        ),
+    ],
+)
+def test_a_benchmark_that_fails_midway_keeps_the_previous_results(
+    workspace, monkeypatch, failure, said
+):
+    def fails(*args, **kwargs):
+        raise failure
+
+    monkeypatch.setattr(benchmark, "measure_device", fails)
+    with pytest.raises(SystemExit) as exit_:
+        run_stage(lambda: benchmark.main(["cpu"]))
+    assert said in str(exit_.value) and "the previous results are as they were" in str(exit_.value)
+    assert paths.results_path("cpu").read_text() == '{"previous": "results"}\n'
+    assert [p.name for p in paths.device_dir("cpu").iterdir()] == [
+        "fingerprint.json",
+        "results.json",
+    ]
+
+
+def test_a_corrupt_fingerprint_names_its_file_and_how_to_restore_it(workspace):
+    paths.fingerprint_path("cpu").write_text('{"device": "cpu", ')
+    with pytest.raises(SystemExit) as exit_:
+        run_stage(lambda: benchmark.main(["cpu"]))
+    assert "experiments/x4-roofline/devices/cpu/fingerprint.json is not valid JSON" in str(
+        exit_.value
+    )
+    assert "uv run dvc checkout" in str(exit_.value)
+
+
+def test_aggregate_stops_at_a_hand_edited_row_naming_file_and_row(workspace):
+    for name in ("cpu", "a100", "h100", "h200"):
+        row = {"device": name, "dtype": "float16", "m": 8, "n": 8, "k": 8, "status": "pending"}
+        for path in (paths.results_path(name), paths.sweep_path(name)):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(
+                json.dumps(
+                    {
+                        "device": name,
+                        "status": "pending",
+                        "rows": [row] if path.name == "results.json" else [],
+                    }
+                )
+            )
+    edited = json.loads(paths.results_path("h100").read_text())
+    edited["rows"].append(dict(edited["rows"][0], status="measured", median_s="fast"))
+    paths.results_path("h100").write_text(json.dumps(edited))
+    with pytest.raises(SystemExit) as exit_:
+        run_stage(aggregate.main)
+    assert "experiments/x4-roofline/devices/h100/results.json, row 2: median_s='fast'" in str(
+        exit_.value
+    )
+    assert not (paths.EXPERIMENT / "results.csv").exists()
