@@ -92,6 +92,7 @@ def manifest(
                 "measured_at": run["started_at"],
                 "git_revision": run["git_revision"],
                 "versions": run["versions"],
+                "environment": run.get("environment", {}),
                 "threads": run["threads"],
                 "wall_s": run["wall_s"],
                 "run_cost_usd": None if dev.cost_per_hour is None else dev.cost_per_hour * hours,

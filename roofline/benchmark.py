@@ -16,7 +16,7 @@ from roofline.errors import ConfigError
 from roofline.hardware import cpu_clock_ghz
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from roofline.progress import progress, say
-from roofline.provenance import git_revision, versions
+from roofline.provenance import environment, git_revision, versions
 from roofline.schema import Row, empty_row, measured_row
 from roofline.timing import timer_for
 
@@ -191,6 +191,7 @@ def measure_device(
             "wall_s": time.perf_counter() - t0,
             "git_revision": git_revision(),
             "versions": versions(),
+            "environment": environment(),
             "threads": torch.get_num_threads() if kind == "cpu" else None,
         },
         "memory": {

@@ -1,9 +1,12 @@
-"""Versions and git revision recorded with each measurement (no host names, no credentials)."""
+"""Versions, git revision and the few environment variables that change a measurement, recorded
+with each one. Never host names, never credentials: the environment is read by name only."""
 
+import os
 import platform
 import re
 import subprocess
 from importlib import metadata
+from pathlib import Path
 
 
 def versions() -> dict[str, str | None]:
@@ -31,6 +34,24 @@ def versions() -> dict[str, str | None]:
         "omegaconf": dist("omegaconf"),
         "nvidia-ml-py": dist("nvidia-ml-py"),
     }
+
+
+# Variables that change what is measured, read by name; nothing else in the environment is.
+RECORDED_ENV = (
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "CUDA_VISIBLE_DEVICES",
+    "NVIDIA_TF32_OVERRIDE",
+    "CUBLAS_WORKSPACE_CONFIG",
+    "ROOFLINE_HARDWARE",
+)
+
+
+def environment() -> dict[str, str]:
+    found = {name: os.environ[name] for name in RECORDED_ENV if name in os.environ}
+    if "ROOFLINE_HARDWARE" in found:  # a path may hold a user name: keep the file's name only
+        found["ROOFLINE_HARDWARE"] = Path(found["ROOFLINE_HARDWARE"]).name
+    return found
 
 
 def git_revision() -> str | None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from roofline.arithmetic import matmul_flops
 from roofline.benchmark import cpu_target, describe_row, gpu_target, measure_point
 from roofline.progress import progress, say
-from roofline.provenance import git_revision, versions
+from roofline.provenance import environment, git_revision, versions
 from roofline.schema import empty_row
 
 if TYPE_CHECKING:
@@ -89,6 +89,7 @@ def measure_sweep(
             "wall_s": time.perf_counter() - t0,
             "git_revision": git_revision(),
             "versions": versions(),
+            "environment": environment(),
         },
         rows=rows,
     )

@@ -95,3 +95,15 @@ def test_measured_cpu_clock_is_plausible_when_a_compiler_is_here():
     if ghz is None:
         pytest.skip("no C compiler or not x86-64: the clock falls back to cpufreq or cpuinfo")
     assert 0.5 < ghz < 7.0  # a register-add chain retires one add per cycle
+
+
+def test_only_named_environment_variables_are_recorded(monkeypatch):
+    from roofline.provenance import environment
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    monkeypatch.setenv("ROOFLINE_HARDWARE", "/home/alice/pod.json")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    recorded = environment()
+    assert recorded["OMP_NUM_THREADS"] == "4" and recorded["ROOFLINE_HARDWARE"] == "pod.json"
+    assert "AWS_SECRET_ACCESS_KEY" not in recorded and "alice" not in str(recorded)

@@ -1,160 +1,31 @@
 """End to end: a laptop and pods share one pipeline through git and a DVC remote.
 
-Each machine is a clone of a temporary project; what hardware it has comes from a description
-in $ROOFLINE_HARDWARE (the probe's documented override). Measurements are real, on this CPU, at
-tiny sizes. The project has the real cpu and h100 devices plus `podhost`, a CPU device that only
-a pod has, so that a pod measures something the laptop must then keep."""
+Each machine is a clone of a temporary project (tests/machines.py); what hardware it has comes
+from a description in $ROOFLINE_HARDWARE (the probe's documented override). Measurements are
+real, on this CPU, at tiny sizes."""
 
-import json
-import os
-import shutil
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-import yaml
 
-from roofline.compose import compose
+from tests.machines import (
+    DEVICES,
+    LAPTOP,
+    OTHER_LAPTOP,
+    POD,
+    clone,
+    dvc,
+    git,
+    make_project,
+    measured_benchmarks,
+    publish,
+    ran,
+    raw,
+    results,
+    run,
+)
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[1]
-DEVICES = "experiments/x4-roofline/devices"
-CPU = {"logical_cores": 2, "isa": ["avx2", "fma"], "cache_bytes": 1 << 20, "memory_bytes": 16 << 30}
-LAPTOP = {"cpu": {"model": "Laptop CPU", **CPU}, "gpus": []}
-OTHER_LAPTOP = {"cpu": {"model": "Other Laptop CPU", **CPU}, "gpus": []}
-POD = {
-    "cpu": {"model": "Pod CPU", **CPU},
-    "gpus": [
-        {
-            "index": 0,
-            "name": "NVIDIA A10G",
-            "compute_capability": "8.6",
-            "sm_count": 80,
-            "memory_bytes": 24 << 30,
-            "l2_bytes": 6 << 20,
-        }
-    ],
-}
-PODHOST = {
-    "kind": "cpu",
-    "sku": "the pod's host CPU",
-    "cost_per_hour": 2.0,
-    "clock_ghz": 3.0,
-    "recognise": {"cpu_model": "^Pod CPU$", "with_gpu_present": True},
-    "dtypes": ["float32"],
-    "shapes": [[40, 40, 40]],
-}
-
-
-def run(cwd: Path, *cmd: str, hardware: dict | None = None, check: bool = True) -> str:
-    env = dict(
-        os.environ, DVC_NO_ANALYTICS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}"
-    )
-    if hardware is not None:
-        described = cwd.parent / f"{cwd.name}-hardware.json"
-        described.write_text(json.dumps(hardware))
-        env["ROOFLINE_HARDWARE"] = str(described)
-    done = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
-    out = done.stdout + done.stderr
-    if check and done.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({done.returncode}):\n{out}")
-    return out if check else (done.returncode, out)
-
-
-def dvc(cwd: Path, *args: str, **kw):
-    return run(cwd, sys.executable, "-m", "dvc", *args, **kw)
-
-
-def git(cwd: Path, *args: str) -> str:
-    return run(cwd, "git", "-c", "user.name=test", "-c", "user.email=test@example.com", *args)
-
-
-def ran(out: str) -> set[str]:
-    """Stages DVC ran, as 'device:stage' or top-level names."""
-    stages = set()
-    for line in out.splitlines():
-        if line.startswith("Running stage '"):
-            name = line.split("'")[1]
-            stages.add(name.replace(f"{DEVICES}/", "").replace("/dvc.yaml", ""))
-    return stages
-
-
-def measured_benchmarks(out: str) -> set[str]:
-    return {s.split(":")[0] for s in ran(out) if s.endswith(":benchmark")}
-
-
-def results(clone: Path, device: str) -> dict:
-    return json.loads((clone / DEVICES / device / "results.json").read_text())
-
-
-def raw(clone: Path, device: str) -> bytes:
-    return (clone / DEVICES / device / "results.json").read_bytes()
-
-
-def make_project(where: Path) -> Path:
-    """The repository's pipeline, trimmed to cpu, h100 and podhost at tiny sizes."""
-    project = where / "project"
-    project.mkdir()
-    for part in ("dvc.yaml", "conf", "stages", "roofline", "hydra_plugins"):
-        if (ROOT / part).is_dir():
-            shutil.copytree(
-                ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__")
-            )
-        else:
-            shutil.copy(ROOT / part, project / part)
-    for name in ("cpu", "h100"):
-        (project / DEVICES / name).mkdir(parents=True)
-        shutil.copy(ROOT / DEVICES / name / "dvc.yaml", project / DEVICES / name)
-    # Adding a device, as the README says: its conf file, its defaults line, its stage file,
-    # and its results in aggregate's dependencies.
-    (project / "conf/device/podhost.yaml").write_text(yaml.safe_dump(PODHOST))
-    cfg = yaml.safe_load((project / "conf/config.yaml").read_text())
-    cfg["defaults"] = [
-        d
-        for d in cfg["defaults"]
-        if not (isinstance(d, dict) and ("device@devices.a100" in d or "device@devices.h200" in d))
-    ]
-    cfg["defaults"].insert(-1, {"device@devices.podhost": "podhost"})
-    cfg["bench"] |= {"warmup": 1, "repeats": 2, "copy_mib": 4, "min_seconds": 0.0}
-    (project / "conf/config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    cpu_conf = yaml.safe_load((project / "conf/device/cpu.yaml").read_text())
-    cpu_conf |= {"dtypes": ["float32"], "shapes": [[48, 48, 48]], "clock_ghz": 3.0}
-    (project / "conf/device/cpu.yaml").write_text(yaml.safe_dump(cpu_conf))
-    (project / DEVICES / "podhost").mkdir()
-    (project / DEVICES / "podhost/dvc.yaml").write_text(
-        (ROOT / DEVICES / "cpu/dvc.yaml").read_text().replace("device: cpu", "device: podhost")
-    )
-    pipeline = yaml.safe_load((project / "dvc.yaml").read_text())
-    deps = pipeline["stages"]["aggregate"]["deps"]
-    pipeline["stages"]["aggregate"]["deps"] = [
-        d for d in deps if "/a100/" not in d and "/h200/" not in d
-    ] + [f"{DEVICES}/podhost/results.json", f"{DEVICES}/podhost/sweep.json"]
-    (project / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
-    (project / "params.yaml").write_text(compose(project, []))
-
-    git(project, "init", "-q", "-b", "main")
-    dvc(project, "init", "-q")
-    dvc(project, "config", "hydra.enabled", "true")
-    dvc(project, "remote", "add", "-d", "store", str(where / "remote"))
-    git(project, "add", "-A")
-    git(project, "commit", "-qm", "pipeline")
-    git(where, "clone", "-q", "--bare", str(project), str(where / "origin.git"))
-    return where / "origin.git"
-
-
-def clone(origin: Path, path: Path, pull: bool = True) -> Path:
-    git(origin.parent, "clone", "-q", str(origin), str(path))
-    if pull:
-        dvc(path, "pull", "--allow-missing")
-    return path
-
-
-def publish(clone_path: Path, message: str) -> None:
-    dvc(clone_path, "push")
-    git(clone_path, "add", "-A")
-    git(clone_path, "commit", "-qm", message)
-    git(clone_path, "push", "-q", "origin", "main")
 
 
 @pytest.fixture(scope="module")
