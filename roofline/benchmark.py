@@ -148,6 +148,22 @@ def describe_row(row: Row) -> str:
     return text
 
 
+def target_for(dev: DictConfig, found: dict[str, Any], log: Callable[[str], None]) -> Target:
+    return cpu_target(dev, found) if dev.kind.name == "cpu" else gpu_target(dev, found, log)
+
+
+def run_info(started: datetime, t0: float, kind: str) -> dict[str, Any]:
+    """When, how long, at which revision and with what software a run measured."""
+    return {
+        "started_at": started.isoformat(timespec="seconds"),
+        "wall_s": time.perf_counter() - t0,
+        "git_revision": git_revision(),
+        "versions": versions(),
+        "environment": environment(),
+        "threads": torch.get_num_threads() if kind == "cpu" else None,
+    }
+
+
 def measure_device(
     name: str,
     dev: DictConfig,
@@ -159,7 +175,7 @@ def measure_device(
     """Every point of a device, then its copy bandwidth, as its results record."""
     kind = dev.kind.name
     started, t0 = datetime.now(UTC), time.perf_counter()
-    target = cpu_target(dev, found) if kind == "cpu" else gpu_target(dev, found, log)
+    target = target_for(dev, found, log)
     check_fits(name, dev, target.memory_bytes)
     rows = []
     with progress(points(dev), name) as bar:
@@ -186,14 +202,7 @@ def measure_device(
         "status": "measured",
         "hardware": identity,
         "found": {k: v for k, v in found.items() if k != "uuid"},
-        "run": {
-            "started_at": started.isoformat(timespec="seconds"),
-            "wall_s": time.perf_counter() - t0,
-            "git_revision": git_revision(),
-            "versions": versions(),
-            "environment": environment(),
-            "threads": torch.get_num_threads() if kind == "cpu" else None,
-        },
+        "run": run_info(started, t0, kind),
         "memory": {
             "bytes_moved": 2 * copy_bytes,
             **copy,

@@ -11,8 +11,9 @@ from typing import Any
 
 import yaml
 
-from roofline.hardware import describe
-from roofline.paths import device_dir
+from roofline.hardware import describe, locate
+from roofline.paths import device_dir, fingerprint_path
+from roofline.schema import read_json
 
 NEVER = "never measured"
 
@@ -86,3 +87,10 @@ def benchmark_decision(name: str, recorded: dict, here: dict | None) -> str:
         "report from the recorded results here (`uv run dvc repro -s aggregate plot report`), "
         "or revert the change."
     )
+
+
+def decide(name: str, dev: Any) -> tuple[str, dict | None, dict | None]:
+    """For a measuring stage: ("pending" or "measure", the device's part of this machine, its
+    identity); raises SystemExit when it must not run here."""
+    found, here = locate(dev)
+    return benchmark_decision(name, read_json(fingerprint_path(name)), here), found, here

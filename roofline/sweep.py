@@ -9,9 +9,8 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from roofline.arithmetic import matmul_flops
-from roofline.benchmark import cpu_target, describe_row, gpu_target, measure_point
+from roofline.benchmark import describe_row, measure_point, run_info, target_for
 from roofline.progress import progress, say
-from roofline.provenance import environment, git_revision, versions
 from roofline.schema import empty_row
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ def measure_sweep(
     """Every (shape, dtype) of the sweep on this device until its budget runs out."""
     kind = dev.kind.name
     started, t0 = datetime.now(UTC), time.perf_counter()
-    target = cpu_target(dev, found) if kind == "cpu" else gpu_target(dev, found, log)
+    target = target_for(dev, found, log)
     settings = SimpleNamespace(
         seed=bench.seed,
         warmup=bench.warmup,
@@ -84,12 +83,6 @@ def measure_sweep(
         sweep,
         "measured",
         hardware=identity,
-        run={
-            "started_at": started.isoformat(timespec="seconds"),
-            "wall_s": time.perf_counter() - t0,
-            "git_revision": git_revision(),
-            "versions": versions(),
-            "environment": environment(),
-        },
+        run=run_info(started, t0, kind),
         rows=rows,
     )

@@ -5,10 +5,9 @@ import argparse
 
 from roofline.benchmark import measure_device, pending_record
 from roofline.config import device_config, load_params
-from roofline.hardware import locate
-from roofline.paths import fingerprint_path, results_path
-from roofline.records import benchmark_decision
-from roofline.schema import read_json, write_json_atomic
+from roofline.paths import results_path
+from roofline.records import decide
+from roofline.schema import write_json_atomic
 from stages import run
 
 
@@ -18,9 +17,8 @@ def main(argv: list[str] | None = None) -> None:
     name = parser.parse_args(argv).device
     cfg = load_params()
     dev = device_config(cfg, name)
-    recorded = read_json(fingerprint_path(name))
-    found, here = locate(dev)
-    if benchmark_decision(name, recorded, here) == "pending":
+    decision, found, here = decide(name, dev)
+    if decision == "pending":
         record = pending_record(name, dev)
     else:
         record = measure_device(name, dev, cfg.bench, found, here)

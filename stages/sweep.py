@@ -4,10 +4,9 @@ pending for a device never measured, refused for one measured elsewhere."""
 import argparse
 
 from roofline.config import device_config, load_params
-from roofline.hardware import locate
-from roofline.paths import fingerprint_path, sweep_path
-from roofline.records import benchmark_decision
-from roofline.schema import read_json, write_json_atomic
+from roofline.paths import sweep_path
+from roofline.records import decide
+from roofline.schema import write_json_atomic
 from roofline.sweep import measure_sweep, sweep_record
 from stages import run
 
@@ -18,8 +17,7 @@ def main(argv: list[str] | None = None) -> None:
     name = parser.parse_args(argv).device
     cfg = load_params()
     dev = device_config(cfg, name)
-    found, here = locate(dev)
-    decision = benchmark_decision(name, read_json(fingerprint_path(name)), here)
+    decision, found, here = decide(name, dev)
     if decision == "pending":
         record = sweep_record(name, dev, cfg.sweep, "pending")
     elif cfg.sweep.name == "none":
