@@ -112,6 +112,24 @@ def test_results_round_trip_through_s3_byte_identical(tmp_path, s3_endpoint):
     assert git(bare, "status", "--porcelain") == ""
 
 
+def test_wrong_credentials_are_named_and_the_workspace_kept(tmp_path, s3_endpoint, monkeypatch):
+    import moto.settings
+
+    origin = make_project(tmp_path, "s3://roofline/cache", endpointurl=s3_endpoint)
+    laptop = clone(origin, tmp_path / "laptop", pull=False)
+    credentials(laptop)
+    dvc(laptop, "repro", hardware=LAPTOP)
+    before = raw(laptop, "cpu")
+    monkeypatch.setattr(
+        moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0
+    )  # the server now checks keys
+    code, out = sync(laptop, "push", check=False)
+    assert code != 0 and "push with remote 'store' (s3://roofline/cache) failed" in out
+    assert "PermissionError: The AWS Access Key Id you provided does not exist" in out
+    assert "secret_access_key" in out and "The workspace is as it was." in out
+    assert raw(laptop, "cpu") == before
+
+
 def test_an_unreachable_remote_is_named_and_the_workspace_kept(tmp_path):
     origin = make_project(
         tmp_path, "s3://roofline/cache", endpointurl="http://127.0.0.1:9"
