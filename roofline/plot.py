@@ -96,7 +96,7 @@ def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
         label = (
             f"{name}{' (pending)' if pending else ''}: {', '.join(slopes) or 'no bandwidth known'}"
         )
-        handles.append(Line2D([], [], label=label, **line))
+        handles.append(Line2D([], [], ls="-" if sheet_bw else ":", label=label, **line))
     for height, texts in labels.items():  # roofs at one height (H100, H200) share one label
         text, color, alpha = (
             texts[0] if len(texts) == 1 else ("; ".join(t for t, _, _ in texts), "black", 0.8)
