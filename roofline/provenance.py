@@ -54,14 +54,18 @@ def environment() -> dict[str, str]:
     return found
 
 
+CODE = ("roofline", "stages", "conf", "hydra_plugins", "pyproject.toml", "uv.lock")
+
+
 def git_revision() -> str | None:
-    """HEAD, with "+dirty" when tracked files differ from it."""
+    """HEAD, with "+dirty" when the code differs from it. Lock files and params.yaml are left
+    out: DVC rewrites them during a run, and params are recorded with the results anyway."""
     try:
         rev = subprocess.run(
             ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", *CODE],
             capture_output=True,
             text=True,
             check=True,
