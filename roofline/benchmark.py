@@ -111,7 +111,7 @@ def measure_point(
     found: dict[str, Any],
 ) -> Row:
     """One (dtype, shape): skipped, failed (wrong result, never timed) or measured."""
-    skip = unsupported_reason(dtype, kind, target.native, found.get("compute_capability"))
+    skip = unsupported_reason(dtype, kind, target.native, found.get("compute_capability"), shape)
     if skip:
         return empty_row(name, dtype, shape, "skipped", skip)
     try:

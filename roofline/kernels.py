@@ -49,8 +49,9 @@ def unsupported_reason(
     device_kind: str,
     native_dtypes: set[str] | None = None,
     compute_capability: str | None = None,
+    shape: list[int] | None = None,
 ) -> str | None:
-    """Why a dtype cannot be measured on this device, or None when it can."""
+    """Why a dtype (at this shape) cannot be measured on this device, or None when it can."""
     if device_kind == "cpu":
         if dtype in ("tf32", "float8_e4m3fn"):
             return f"{dtype} is a GPU tensor-core format; CPUs have no native {dtype} matmul"
@@ -66,6 +67,10 @@ def unsupported_reason(
             return (
                 f"float8 matmul needs compute capability >= 8.9; this GPU is {compute_capability}"
             )
+    if dtype == "float8_e4m3fn" and shape and any(d % 16 for d in shape):
+        return (
+            f"float8 through torch._scaled_mm needs M, N and K in multiples of 16; this is {shape}"
+        )
     return None
 
 

@@ -105,6 +105,10 @@ def test_unsupported_dtypes_say_why():
         "float8_e4m3fn", "cuda", None, "8.0"
     )
     assert unsupported_reason("float8_e4m3fn", "cuda", None, "9.0") is None
+    assert "multiples of 16; this is [1, 8192, 8192]" in unsupported_reason(
+        "float8_e4m3fn", "cuda", None, "9.0", [1, 8192, 8192]
+    )
+    assert unsupported_reason("float8_e4m3fn", "cuda", None, "9.0", [16, 8192, 8192]) is None
 
 
 CPU = dict(
