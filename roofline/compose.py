@@ -6,7 +6,6 @@ uv run python -m roofline.compose devices.cpu.dtypes=[float32]   # Hydra overrid
 """
 
 import argparse
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -14,6 +13,7 @@ from pathlib import Path
 from dvc.utils.hydra import compose_and_dump
 
 from roofline.config import PARAMS_FILE
+from roofline.schema import write_text_atomic
 
 
 def compose(root: Path, overrides: list[str]) -> str:
@@ -50,10 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         if not PARAMS_FILE.exists() or PARAMS_FILE.read_text() != text:
             sys.exit("params.yaml differs from conf/: run `uv run python -m roofline.compose`")
         return
-    fd, tmp = tempfile.mkstemp(dir=".", prefix=".params.")
-    with os.fdopen(fd, "w") as out:
-        out.write(text)
-    os.replace(tmp, PARAMS_FILE)
+    write_text_atomic(PARAMS_FILE, text)
 
 
 if __name__ == "__main__":

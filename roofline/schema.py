@@ -3,11 +3,13 @@
 Each device's benchmark writes its rows (with every timing sample) to its own results.json;
 aggregate checks them against this schema and writes results.csv."""
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -157,18 +159,25 @@ def read_json(path: Path) -> Any:
         ) from err
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write to a temporary file beside `path`, then rename: readers see old or new, never half."""
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
-
-
-def write_text_atomic(path: Path, text: str) -> None:
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path beside `path` to write to; renamed onto `path` when the block ends, and
+    removed if it fails: readers see the old file or the new one, never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as out:
-            out.write(text)
+        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)

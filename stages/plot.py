@@ -1,22 +1,19 @@
 """Stage plot: results.csv + manifest.json -> roofline.png and roofline-sweeps.png."""
 
 import json
-import os
-import tempfile
 
 import pandas as pd
 from matplotlib.figure import Figure
 
 from roofline.paths import EXPERIMENT
 from roofline.plot import draw, draw_sweeps
+from roofline.schema import atomic_path
 from stages import run
 
 
 def save(fig: Figure, name: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=EXPERIMENT, prefix=f".{name}.", suffix=".png")
-    os.close(fd)
-    fig.savefig(tmp, dpi=110, metadata={"Software": None})  # no version stamp: stable bytes
-    os.replace(tmp, EXPERIMENT / name)
+    with atomic_path(EXPERIMENT / name) as tmp:
+        fig.savefig(tmp, dpi=110, metadata={"Software": None})  # no version stamp: stable bytes
 
 
 def main() -> None:
