@@ -12,6 +12,8 @@ from roofline.arithmetic import matmul_bytes, matmul_flops
 # cuBLAS tile for large 16-bit GEMMs on Ampere and Hopper. cuBLAS picks its own per shape, so
 # this is a model, stated wherever it is used.
 TILE = (128, 256)
+# The lab's kernel on each kind of device: what a device's headline figure and roof are.
+LAB_DTYPE = {"cpu": "float32", "cuda": "float16"}
 
 
 def measured_ceilings(rows: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any]]:

@@ -14,13 +14,12 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from roofline.arithmetic import ridge_point
-from roofline.ceilings import measured_ceilings
+from roofline.ceilings import LAB_DTYPE, measured_ceilings
 
 INTENSITY_RANGE = (0.1, 1e4)  # FLOP/byte
 X = np.geomspace(*INTENSITY_RANGE, 400)
 MARKERS = {"float32": "o", "tf32": "D", "float16": "s", "bfloat16": "^", "float8_e4m3fn": "*"}
 SERIES_MARKERS = {"lab": "*", "square": "o", "skinny": "v", "best-shape": "D"}
-HEADLINE = {"cpu": "float32", "cuda": "float16"}  # a pending device shows the lab kernel's roof
 # Colour-blind-safe: blue, orange, green, pink, ... (vermillion skipped: too close to orange).
 PALETTE_ORDER = [0, 1, 2, 4, 7, 8, 9, 5]
 AXES = {
@@ -40,7 +39,7 @@ def peak_roofs(name: str, entry: dict, rows: pd.DataFrame) -> dict[float, list[s
         measured = measured[measured.series == "lab"]
     peaks = dict(zip(measured.dtype, measured.peak_tflops, strict=True))
     if not peaks:
-        headline, sheet = HEADLINE[entry["kind"]], entry["datasheet"]["peak_tflops"]
+        headline, sheet = LAB_DTYPE[entry["kind"]], entry["datasheet"]["peak_tflops"]
         peaks = {headline: sheet[headline]} if headline in sheet else {}
     by_peak: dict[float, list[str]] = {}
     for dtype, peak in peaks.items():

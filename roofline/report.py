@@ -7,9 +7,8 @@ from typing import Any
 import pandas as pd
 
 from roofline.arithmetic import matmul_bytes, ridge_point
-from roofline.ceilings import breakdown, measured_ceilings, predictions, why
+from roofline.ceilings import LAB_DTYPE, breakdown, measured_ceilings, predictions, why
 
-HEADLINE_DTYPE = {"cpu": "float32", "cuda": "float16"}  # the lab's kernel on each kind
 LAB_CAUSES = "no warm-up, no synchronisation, a wrong FLOP count, or throttled clocks"
 
 
@@ -69,7 +68,7 @@ def table(rows: pd.DataFrame) -> str:
 
 def headline(rows: pd.DataFrame, kind: str) -> Any:
     """The device's lab row: its headline dtype at the largest measured shape."""
-    measured = rows[(rows.status == "measured") & (rows.dtype == HEADLINE_DTYPE[kind])]
+    measured = rows[(rows.status == "measured") & (rows.dtype == LAB_DTYPE[kind])]
     if measured.empty:
         measured = rows[rows.status == "measured"]
     if measured.empty:
