@@ -80,6 +80,10 @@ class Target:
     native: set[str] | None  # CPU dtypes with native hardware support
     monitor: Callable[[], Any] | None = None  # NVML sampler for the timed window (GPUs)
 
+    @property
+    def kind(self) -> str:
+        return "cuda" if self.device.startswith("cuda") else "cpu"
+
 
 def cpu_target(dev: DictConfig, found: dict[str, Any]) -> Target:
     cores = found["logical_cores"]
@@ -105,13 +109,14 @@ def measure_point(
     name: str,
     dtype: str,
     shape: list[int],
-    kind: str,
     target: Target,
     bench: DictConfig,
     found: dict[str, Any],
 ) -> Row:
     """One (dtype, shape): skipped, failed (wrong result, never timed) or measured."""
-    skip = unsupported_reason(dtype, kind, target.native, found.get("compute_capability"), shape)
+    skip = unsupported_reason(
+        dtype, target.kind, target.native, found.get("compute_capability"), shape
+    )
     if skip:
         return empty_row(name, dtype, shape, "skipped", skip)
     try:
@@ -119,7 +124,7 @@ def measure_point(
             *shape,
             dtype,
             target.device,
-            timer_for(kind),
+            timer_for(target.kind),
             seed=bench.seed,
             warmup=bench.warmup,
             repeats=bench.repeats,
@@ -146,6 +151,27 @@ def describe_row(row: Row) -> str:
     if row.sm_clock_mhz is not None:
         text += f", SM {row.sm_clock_mhz:.0f} MHz, {row.power_w:.0f} W"
     return text
+
+
+def measure_memory_ceiling(target: Target, bench: DictConfig, nbytes: int) -> dict[str, Any]:
+    """A copy of `nbytes` on the device, bytes read and written both counted: its measured
+    memory-bandwidth ceiling, with every sample."""
+    samples = measure_copy(
+        nbytes,
+        target.device,
+        timer_for(target.kind),
+        seed=bench.seed,
+        warmup=bench.warmup,
+        repeats=bench.repeats,
+        min_seconds=bench.min_seconds,
+    )
+    stats = ar.summarize(samples)
+    return {
+        "bytes_moved": 2 * nbytes,
+        **stats,
+        "gbps": ar.gbps(2 * nbytes, stats["median_s"]),
+        "samples_s": samples,
+    }
 
 
 def target_for(dev: DictConfig, found: dict[str, Any], log: Callable[[str], None]) -> Target:
@@ -181,21 +207,10 @@ def measure_device(
     with progress(points(dev), name) as bar:
         for dtype, shape in bar:
             bar.set_postfix_str(f"{dtype} {shape}")
-            rows.append(measure_point(name, dtype, shape, kind, target, bench, found))
+            rows.append(measure_point(name, dtype, shape, target, bench, found))
             log(describe_row(rows[-1]))
-    copy_bytes = bench.copy_mib * 2**20
-    copy_samples = measure_copy(
-        copy_bytes,
-        target.device,
-        timer_for(kind),
-        seed=bench.seed,
-        warmup=bench.warmup,
-        repeats=bench.repeats,
-        min_seconds=bench.min_seconds,
-    )
-    copy = ar.summarize(copy_samples)
-    copy_gbps = ar.gbps(2 * copy_bytes, copy["median_s"])
-    log(f"{name} copy {bench.copy_mib} MiB: {copy_gbps:.1f} GB/s (read + write)")
+    memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
+    log(f"{name} copy {bench.copy_mib} MiB: {memory['gbps']:.1f} GB/s (read + write)")
     return {
         "device": name,
         "sku": dev.sku,
@@ -203,11 +218,6 @@ def measure_device(
         "hardware": identity,
         "found": {k: v for k, v in found.items() if k != "uuid"},
         "run": run_info(started, t0, kind),
-        "memory": {
-            "bytes_moved": 2 * copy_bytes,
-            **copy,
-            "gbps": copy_gbps,
-            "samples_s": copy_samples,
-        },
+        "memory": memory,
         "rows": [asdict(row) for row in rows],
     }

@@ -16,12 +16,9 @@ from typing import Any
 
 import yaml
 
-from roofline import arithmetic as ar
-from roofline.benchmark import describe_row, gpu_target, measure_point
+from roofline.benchmark import describe_row, gpu_target, measure_memory_ceiling, measure_point
 from roofline.hardware import find_device, gpu_info, identity
-from roofline.kernels import measure_copy
 from roofline.report import lab_checks
-from roofline.timing import timer_for
 
 SUITE_DTYPES = ["float16", "bfloat16", "float8_e4m3fn", "tf32", "float32"]
 
@@ -69,22 +66,11 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: SimpleNamespac
     target = gpu_target(dev, gpu, print)
     rows = []
     for dtype in SUITE_DTYPES:
-        row = measure_point(name, dtype, [size] * 3, "cuda", target, bench, gpu)
+        row = measure_point(name, dtype, [size] * 3, target, bench, gpu)
         print(describe_row(row), flush=True)
         rows.append(asdict(row))
-    nbytes = 1 << 30
-    copy = ar.summarize(
-        measure_copy(
-            nbytes,
-            target.device,
-            timer_for("cuda"),
-            seed=bench.seed,
-            warmup=bench.warmup,
-            repeats=bench.repeats,
-            min_seconds=bench.min_seconds,
-        )
-    )
-    copy_tbps = ar.gbps(2 * nbytes, copy["median_s"]) / 1e3
+    copy = measure_memory_ceiling(target, bench, 1 << 30)
+    copy_tbps = copy["gbps"] / 1e3
     fp16 = next((r for r in rows if r["dtype"] == "float16" and r["status"] == "measured"), None)
     checks = (
         lab_checks(

@@ -73,7 +73,7 @@ def measure_sweep(
                 reason = f"the sweep's {budget:g} s budget ran out"
                 row = empty_row(name, dtype, shape, "skipped", reason)
             else:
-                row = measure_point(name, dtype, shape, kind, target, settings, found)
+                row = measure_point(name, dtype, shape, target, settings, found)
             row.series = series
             rows.append(asdict(row))
             log(f"[{series}] {describe_row(row)}")
