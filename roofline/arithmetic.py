@@ -1,6 +1,9 @@
 """The roofline arithmetic, in pure functions. Units: FLOP, bytes, seconds, TFLOP/s, GB/s (1e9)."""
 
 import math
+from typing import Any
+
+import numpy as np
 
 # Bytes per element of each dtype the pipeline knows. "tf32" is float32 storage with TF32
 # tensor-core math allowed, so it moves float32's bytes.
@@ -45,9 +48,12 @@ def ridge_point(peak_tflops: float, bandwidth_gbps: float) -> float:
     return peak_tflops * 1e12 / (bandwidth_gbps * 1e9)
 
 
-def roof_tflops(intensity_flop_per_byte: float, peak_tflops: float, bandwidth_gbps: float) -> float:
-    """Attainable TFLOP/s at a given intensity: min(compute roof, bandwidth * intensity)."""
-    return min(peak_tflops, bandwidth_gbps * 1e9 * intensity_flop_per_byte / 1e12)
+def roof_tflops(intensity_flop_per_byte: Any, peak_tflops: float, bandwidth_gbps: float) -> Any:
+    """Attainable TFLOP/s at a given intensity (a number or an array of them):
+    min(compute roof, bandwidth * intensity)."""
+    return np.minimum(
+        peak_tflops, bandwidth_gbps * 1e9 * np.asarray(intensity_flop_per_byte) / 1e12
+    )
 
 
 def cpu_peak_tflops(cores: int, clock_ghz: float, flop_per_cycle: int) -> float:

@@ -13,7 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from roofline.arithmetic import ridge_point
+from roofline.arithmetic import ridge_point, roof_tflops
 from roofline.ceilings import LAB_DTYPE, measured_ceilings
 
 INTENSITY_RANGE = (0.1, 1e4)  # FLOP/byte
@@ -52,7 +52,7 @@ def roof(ax: Axes, top: float, bandwidth: float | None, style: str, **line) -> N
     if bandwidth is None:
         ax.plot(X, np.full_like(X, top), style, **line)
         return
-    ax.plot(X, np.minimum(top, bandwidth * 1e9 * X / 1e12), style, **line)
+    ax.plot(X, roof_tflops(X, top, bandwidth), style, **line)
     ax.plot(
         [ridge_point(top, bandwidth)],
         [top],
