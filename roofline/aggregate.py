@@ -1,4 +1,5 @@
-"""Recombine every device's results.json and sweep.json into results.csv, manifest.json and
+"""Recombine every device's measurements (results.json, sweep.json) with its interpretation
+(conf: datasheet peaks, prices, the lab's bands) into results.csv, manifest.json and
 metrics.json."""
 
 from pathlib import Path
@@ -7,22 +8,24 @@ from typing import Any
 import pandas as pd
 from omegaconf import DictConfig
 
+from roofline.ceilings import headline
 from roofline.config import to_plain
 from roofline.errors import SchemaError
-from roofline.schema import CSV_COLUMNS, read_json, row_from_dict
+from roofline.interpret import interpret, lab_checks, peaks
+from roofline.schema import CSV_COLUMNS, Row, measurement_from_dict, read_json
 
 LAB = "x4-roofline: dense matmul, FP16 8192^3 on GPUs (FP32 through the BLAS on a CPU)"
 
 
-def load_results(name: str, path: Path) -> dict[str, Any]:
-    """A device's results.json, each row checked against the schema."""
+def load_record(name: str, path: Path) -> dict[str, Any]:
+    """A device's results.json or sweep.json, each row checked against the schema."""
     if not path.exists():
         raise SchemaError(f"{path} is missing: run `uv run dvc pull` or `uv run dvc repro`")
     record = read_json(path)
     if not isinstance(record, dict) or record.get("device") != name or "rows" not in record:
         raise SchemaError(f"{path}: not a results record for device {name!r}")
     record["rows"] = [
-        row_from_dict(row, f"{path}, row {i + 1}") for i, row in enumerate(record["rows"])
+        measurement_from_dict(row, f"{path}, row {i + 1}") for i, row in enumerate(record["rows"])
     ]
     for i, row in enumerate(record["rows"]):
         if row.device != name:
@@ -30,12 +33,17 @@ def load_results(name: str, path: Path) -> dict[str, Any]:
     return record
 
 
-def results_table(*groups: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """Every row of every record (the lab's, then the sweeps'), in the schema's columns."""
-    rows = [
-        vars(row) for records in groups for record in records.values() for row in record["rows"]
-    ]
-    table = pd.DataFrame(rows, columns=CSV_COLUMNS)
+def device_rows(
+    name: str, dev: DictConfig, record: dict[str, Any], sweep: dict[str, Any] | None
+) -> list[Row]:
+    """The device's lab rows, then its sweep's, interpreted against its conf."""
+    points = record["rows"] + (sweep["rows"] if sweep else [])
+    return interpret(points, dev, record, dev.sku)
+
+
+def results_table(rows: list[Row]) -> pd.DataFrame:
+    """Rows in the schema's columns, in the order given."""
+    table = pd.DataFrame([vars(r) for r in rows], columns=CSV_COLUMNS)
     return table.astype({"m": "Int64", "n": "Int64", "k": "Int64", "repeats": "Int64"})
 
 
@@ -56,59 +64,84 @@ def metrics(table: pd.DataFrame) -> dict[str, Any]:
     return out
 
 
-def manifest(
+def device_entry(
+    dev: DictConfig, record: dict[str, Any], sweep: dict[str, Any] | None, rows: pd.DataFrame
+) -> dict[str, Any]:
+    """The device's manifest entry: its interpretation (SKU, price, datasheet, the lab's
+    bands), and for a measured device what, when, where and with what it was measured."""
+    kind = dev.kind.name
+    entry = {
+        "sku": dev.sku,
+        "kind": kind,
+        "status": record["status"],
+        "cost_per_hour_usd": dev.cost_per_hour,
+        "datasheet": {
+            "peak_tflops": {d: tf for d, tf in to_plain(dev.peak_tflops).items() if tf is not None},
+            "memory_bandwidth_gbps": dev.memory_bandwidth_gbps,
+        },
+        "lab": {
+            "band_tflops": to_plain(dev.lab_band_tflops),
+            "done_tflops": to_plain(dev.lab_done_tflops),
+        },
+    }
+    if record["status"] != "measured":
+        return entry
+    run = record["run"]
+    head = headline(rows[rows.series == "lab"], kind)
+    checks = []
+    if head is not None and head.dtype == "float16":
+        checks = lab_checks(
+            dev.lab_band_tflops.get("float16"), dev.lab_done_tflops.get("float16"), head
+        )
+    entry |= {
+        "hardware": record["hardware"],
+        "details": record.get("found", {}),
+        "measured_at": run["started_at"],
+        "git_revision": run["git_revision"],
+        "versions": run["versions"],
+        "environment": run.get("environment", {}),
+        "threads": run["threads"],
+        "wall_s": run["wall_s"],
+        "run_cost_usd": None
+        if dev.cost_per_hour is None
+        else dev.cost_per_hour * run["wall_s"] / 3600,
+        "peaks_used": {
+            dtype: {"tflops": tflops, "source": source}
+            for dtype, (tflops, source) in peaks(dev, record).items()
+        },
+        "memory_copy": {
+            k: record["memory"][k]
+            for k in ("bytes_moved", "median_s", "min_s", "max_s", "spread", "gbps")
+        },
+        "lab_checks": checks,
+    }
+    if "clock" in record:
+        entry["clock"] = record["clock"]
+    if sweep and sweep["status"] == "measured" and sweep["sweep"] != "none":
+        entry["sweep"] = {
+            "name": sweep["sweep"],
+            "measured_at": sweep["run"]["started_at"],
+            "wall_s": sweep["run"]["wall_s"],
+            "git_revision": sweep["run"]["git_revision"],
+        }
+    return entry
+
+
+def aggregate(
     cfg: DictConfig,
     records: dict[str, dict[str, Any]],
-    sweeps: dict[str, dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    devices = {}
-    for name, record in records.items():
-        dev = cfg.devices[name]
-        entry = {
-            "sku": dev.sku,
-            "kind": dev.kind.name,
-            "status": record["status"],
-            "cost_per_hour_usd": dev.cost_per_hour,
-            "datasheet": {
-                "peak_tflops": to_plain(dev.peak_tflops),
-                "memory_bandwidth_gbps": dev.memory_bandwidth_gbps,
-            },
-            "lab": {
-                "band_tflops": to_plain(dev.lab_band_tflops),
-                "done_tflops": to_plain(dev.lab_done_tflops),
-            },
-        }
-        if record["status"] == "measured":
-            run = record["run"]
-            hours = run["wall_s"] / 3600
-            peaks = {
-                r.dtype: {"tflops": r.peak_tflops, "source": r.peak_source}
-                for r in record["rows"]
-                if r.status == "measured"
-            }
-            entry |= {
-                "hardware": record["hardware"],
-                "details": record.get("found", {}),
-                "measured_at": run["started_at"],
-                "git_revision": run["git_revision"],
-                "versions": run["versions"],
-                "environment": run.get("environment", {}),
-                "threads": run["threads"],
-                "wall_s": run["wall_s"],
-                "run_cost_usd": None if dev.cost_per_hour is None else dev.cost_per_hour * hours,
-                "peaks_used": peaks,
-                "memory_copy": {
-                    k: record["memory"][k]
-                    for k in ("bytes_moved", "median_s", "min_s", "max_s", "spread", "gbps")
-                },
-            }
-        sweep = (sweeps or {}).get(name)
-        if sweep and sweep["status"] == "measured" and sweep["sweep"] != "none":
-            entry["sweep"] = {
-                "name": sweep["sweep"],
-                "measured_at": sweep["run"]["started_at"],
-                "wall_s": sweep["run"]["wall_s"],
-                "git_revision": sweep["run"]["git_revision"],
-            }
-        devices[name] = entry
-    return {"lab": LAB, "bench": to_plain(cfg.bench), "sweep": cfg.sweep.name, "devices": devices}
+    sweeps: dict[str, dict[str, Any] | None],
+) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
+    """(results table, manifest, metrics) for every device, in config order."""
+    rows = {
+        name: device_rows(name, cfg.devices[name], records[name], sweeps[name]) for name in records
+    }
+    table = results_table([r for name in records for r in rows[name]])
+    devices = {
+        name: device_entry(
+            cfg.devices[name], records[name], sweeps[name], table[table.device == name]
+        )
+        for name in records
+    }
+    info = {"lab": LAB, "bench": to_plain(cfg.bench), "sweep": cfg.sweep.name, "devices": devices}
+    return table, info, metrics(table)

@@ -5,9 +5,7 @@ from typing import Any
 
 import numpy as np
 
-# Bytes per element of each dtype the pipeline knows. "tf32" is float32 storage with TF32
-# tensor-core math allowed, so it moves float32's bytes.
-ITEMSIZE = {"float32": 4, "tf32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1}
+from roofline.dtypes import DTYPES
 
 
 def matmul_flops(m: int, n: int, k: int) -> int:
@@ -16,8 +14,10 @@ def matmul_flops(m: int, n: int, k: int) -> int:
 
 
 def matmul_bytes(m: int, n: int, k: int, dtype: str) -> int:
-    """Ideal-cache lower bound: read A (MxK) and B (KxN) once, write C (MxN) once."""
-    return (m * k + k * n + m * n) * ITEMSIZE[dtype]
+    """Ideal-cache lower bound: read A (MxK) and B (KxN) once, write C (MxN) once, each in its
+    own element size (float8 reads 1-byte operands and writes a bfloat16 C)."""
+    d = DTYPES[dtype]
+    return (m * k + k * n) * d.input_bytes + m * n * d.output_bytes
 
 
 def intensity(flops: float, nbytes: float) -> float:
@@ -61,31 +61,12 @@ def cpu_peak_tflops(cores: int, clock_ghz: float, flop_per_cycle: int) -> float:
     return cores * clock_ghz * 1e9 * flop_per_cycle / 1e12
 
 
-# FLOP per cycle per core, best ISA first: (cpuinfo flags that must all be present, FLOP/cycle,
-# what runs). AVX-512 and AVX2 assume two FMA units per core (true of server cores and most
-# client cores since Skylake; a one-FMA part has half this).
-CPU_FLOP_PER_CYCLE = {
-    "float32": [
-        (("avx512f",), 64, "AVX-512 FMA, 2 units assumed"),
-        (("avx2", "fma"), 32, "AVX2 FMA, 2 units assumed"),
-        ((), 8, "SSE"),
-    ],
-    "bfloat16": [
-        (("amx_bf16",), 1024, "AMX-BF16"),
-        (("avx512_bf16",), 128, "AVX512-BF16, 2 units assumed"),
-    ],
-    "float16": [
-        (("amx_fp16",), 1024, "AMX-FP16"),
-        (("avx512_fp16",), 128, "AVX512-FP16, 2 units assumed"),
-    ],
-}
-
-
 def cpu_flop_per_cycle(dtype: str, flags: set[str]) -> tuple[int, str] | None:
-    """Best native FLOP/cycle for a dtype given the CPU's flags, or None when not native."""
-    for needed, flop, isa in CPU_FLOP_PER_CYCLE.get(dtype, []):
-        if all(flag in flags for flag in needed):
-            return flop, isa
+    """Best native FLOP/cycle per core for a dtype given the CPU's flags, and the ISA's name,
+    or None when no instruction set here runs it natively."""
+    for path in DTYPES[dtype].cpu:
+        if all(flag in flags for flag in path.flags):
+            return path.flop_per_cycle, path.isa
     return None
 
 

@@ -2,31 +2,53 @@
 from the datasheet peak down to the achieved figure. Pure functions over results rows."""
 
 import math
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pandas as pd
 
 from roofline.arithmetic import matmul_bytes, matmul_flops
+from roofline.dtypes import LAB_DTYPE
 
 # The output tile assumed for tile and wave quantisation on GPUs: 128 x 256 (M x N), a common
 # cuBLAS tile for large 16-bit GEMMs on Ampere and Hopper. cuBLAS picks its own per shape, so
 # this is a model, stated wherever it is used.
 TILE = (128, 256)
-# The lab's kernel on each kind of device: what a device's headline figure and roof are.
-LAB_DTYPE = {"cpu": "float32", "cuda": "float16"}
+
+
+def load_table(path: Path) -> pd.DataFrame:
+    """results.csv as the plot and report read it: empty cells are missing, text is text."""
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
+def headline(rows: pd.DataFrame, kind: str) -> Any:
+    """The device's lab row: its headline dtype at the largest measured shape."""
+    measured = rows[(rows.status == "measured") & (rows.dtype == LAB_DTYPE[kind])]
+    if measured.empty:
+        measured = rows[rows.status == "measured"]
+    if measured.empty:
+        return None
+    largest = measured.assign(size=measured.m * measured.n * measured.k).sort_values("size")
+    return SimpleNamespace(**largest.iloc[-1].to_dict())
+
+
+def ceiling_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The best measured point per (device, dtype), over every series: its TFLOP/s is that
+    dtype's measured compute ceiling."""
+    measured = rows[rows.status == "measured"]
+    return measured.loc[measured.groupby(["device", "dtype"]).achieved_tflops.idxmax()]
 
 
 def measured_ceilings(rows: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any]]:
-    """The best measured TFLOP/s per (device, dtype) over every series, and where it was."""
-    measured = rows[rows.status == "measured"]
-    best = measured.loc[measured.groupby(["device", "dtype"]).achieved_tflops.idxmax()]
+    """The measured compute ceiling per (device, dtype), and where it was measured."""
     return {
         (r.device, r.dtype): {
             "tflops": r.achieved_tflops,
             "shape": [r.m, r.n, r.k],
             "series": r.series,
         }
-        for r in best.itertuples()
+        for r in ceiling_rows(rows).itertuples()
     }
 
 
@@ -39,8 +61,10 @@ def predicted_seconds(
 
 def predictions(rows: pd.DataFrame, bandwidths: dict[str, float]) -> pd.DataFrame:
     """Each measured row with its predicted time from the measured ceilings (best TFLOP/s of
-    its dtype, the device's copy bandwidth), `error` = measured / predicted - 1, and `bound`."""
-    ceilings = measured_ceilings(rows)
+    its dtype, the device's copy bandwidth), `error` = measured / predicted - 1, `bound`, and
+    `defines_ceiling`: the point whose TFLOP/s is its dtype's ceiling is predicted exactly by
+    construction, so it checks nothing."""
+    ceilings, best = measured_ceilings(rows), ceiling_rows(rows).index
     out = []
     for r in rows[(rows.status == "measured") & rows.device.isin(bandwidths)].itertuples():
         flops, nbytes = matmul_flops(r.m, r.n, r.k), matmul_bytes(r.m, r.n, r.k, r.dtype)
@@ -53,6 +77,7 @@ def predictions(rows: pd.DataFrame, bandwidths: dict[str, float]) -> pd.DataFram
                 "predicted_s": predicted,
                 "error": r.median_s / predicted - 1,
                 "bound": "compute" if compute_s >= nbytes / (bandwidth * 1e9) else "memory",
+                "defines_ceiling": r.Index in best,
             }
         )
     return pd.DataFrame(out)
@@ -77,18 +102,21 @@ def wave_quantisation(
     }
 
 
-def why(r: Any, cache_bytes: int | None, floor_s: float, sm_count: int | None) -> str:
-    """The likeliest cause of a large prediction error for one measured point, from its numbers."""
+def why(r: Any, cache_bytes: int | None, overhead_s: float, sm_count: int | None) -> str:
+    """The likeliest cause of a large prediction error for one measured point, from its numbers.
+    `overhead_s` is the fixed cost per call of its dtype, as the fastest call measured shows it
+    (its measured time less the roofline's)."""
     nbytes = matmul_bytes(r.m, r.n, r.k, r.dtype)
     if r.error < 0 and cache_bytes and nbytes <= cache_bytes:
         return (
             f"faster than the memory roof: its {nbytes / 2**20:.3g} MiB of operands fit in the "
             f"{cache_bytes / 2**20:.0f} MiB cache, so the copy bandwidth is not its ceiling"
         )
-    if r.median_s < 3 * floor_s:
+    if overhead_s > 0.5 * r.median_s:
         return (
-            f"a {r.median_s * 1e6:.3g} µs call is near the fastest {r.dtype} call measured "
-            f"({floor_s * 1e6:.3g} µs): fixed per-call cost (launch, dispatch, threading) dominates"
+            f"fixed per-call cost (launch, dispatch, threading): the fastest {r.dtype} call "
+            f"measured spends {overhead_s * 1e6:.3g} µs beyond its roofline time, "
+            f"{overhead_s / r.median_s:.0%} of this {r.median_s * 1e6:.3g} µs call"
         )
     if sm_count:
         q = wave_quantisation(r.m, r.n, sm_count)
@@ -107,71 +135,96 @@ def why(r: Any, cache_bytes: int | None, floor_s: float, sm_count: int | None) -
     )
 
 
+def per_call_overheads(pred: pd.DataFrame) -> dict[str, float]:
+    """Per dtype, the fixed cost of one call: the fastest call's measured time less its
+    roofline time (0 when the roofline accounts for all of it)."""
+    fastest = pred.loc[pred.groupby("dtype").median_s.idxmin()]
+    return {r.dtype: max(0.0, r.median_s - r.predicted_s) for r in fastest.itertuples()}
+
+
+def step(name: str, tflops: float | None, note: str) -> dict[str, Any]:
+    known = tflops is not None and not math.isnan(tflops)
+    return {"step": name, "tflops": tflops if known else None, "note": note}
+
+
+def above(steps: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The last step with a number, which the next one is a fraction of."""
+    return next((s for s in reversed(steps) if s["tflops"] is not None), None)
+
+
+def share(tflops: float, steps: list[dict[str, Any]]) -> str:
+    ref = above(steps)
+    if ref is None:
+        return "no step above to compare with"
+    return f"{tflops / ref['tflops']:.1%} of the step above ({ref['step']})"
+
+
+def clock_step(head: Any, kind: str) -> dict[str, Any]:
+    name = "at the SM clock under load" if kind == "cuda" else "at the clock under load"
+    if kind == "cuda" and pd.notna(head.sm_clock_mhz) and head.sm_clock_max_mhz:
+        ratio = head.sm_clock_mhz / head.sm_clock_max_mhz
+        note = f"{head.sm_clock_mhz:.0f} of {head.sm_clock_max_mhz:.0f} MHz ({ratio:.1%})"
+        return step(name, head.peak_tflops * ratio, note)
+    if kind == "cuda":
+        return step(name, None, "not measured (no NVML telemetry)")
+    return step(
+        name,
+        None,
+        "not measured; the peak already uses the all-core clock measured before the run, "
+        "the AVX clock during it is not read",
+    )
+
+
+def is_itself(head: Any, ceiling: dict[str, Any]) -> bool:
+    """Whether the measured ceiling is the headline point itself (nothing else measured)."""
+    return ceiling["series"] == "lab" and ceiling["shape"] == [head.m, head.n, head.k]
+
+
+def ceiling_step(head: Any, ceiling: dict[str, Any], steps: list) -> dict[str, Any]:
+    name = "measured compute ceiling"
+    if is_itself(head, ceiling):
+        return step(
+            name,
+            None,
+            f"not measured apart from this kernel: it is the only {head.dtype} shape measured; "
+            "a sweep searches shapes for a higher one (`uv run dvc exp run -S sweep=full`)",
+        )
+    shape = "x".join(map(str, ceiling["shape"]))
+    note = f"best {head.dtype} shape measured, {shape} ({ceiling['series']}): "
+    return step(name, ceiling["tflops"], note + share(ceiling["tflops"], steps))
+
+
+def quantisation_step(
+    head: Any, ceiling: dict[str, Any], kind: str, sm_count: int | None, steps: list
+) -> dict[str, Any]:
+    name = "tile and wave quantisation"
+    if kind != "cuda" or not sm_count:
+        return step(name, None, "not modelled on CPUs" if kind == "cpu" else "no SM count known")
+    q = wave_quantisation(head.m, head.n, sm_count)
+    ref = above(steps)
+    if ref is None:
+        return step(name, None, "no step above to scale")
+    note = (
+        f"{q['tiles']} tiles of {TILE[0]}x{TILE[1]} (assumed) on {sm_count} SMs: "
+        f"{q['waves']} waves, {q['efficiency']:.1%} of slots useful"
+    )
+    if ref["step"] == "measured compute ceiling":
+        # The ceiling's own shape is quantised too: scale by the headline's efficiency over its.
+        q_best = wave_quantisation(ceiling["shape"][0], ceiling["shape"][1], sm_count)
+        note += f" (the ceiling's shape: {q_best['efficiency']:.1%})"
+        return step(name, ref["tflops"] * q["efficiency"] / q_best["efficiency"], note)
+    return step(name, ref["tflops"] * q["efficiency"], note)
+
+
 def breakdown(
     head: Any, ceiling: dict[str, Any], kind: str, sm_count: int | None
 ) -> list[dict[str, Any]]:
     """From the dense peak down to the achieved figure, step by step; a step that was not
-    measured says so and carries no number."""
-    steps = [{"step": "dense peak", "tflops": head.peak_tflops, "note": head.peak_source}]
-    if kind == "cuda" and pd.notna(head.sm_clock_mhz) and head.sm_clock_max_mhz:
-        ratio = head.sm_clock_mhz / head.sm_clock_max_mhz
-        steps.append(
-            {
-                "step": "at the SM clock under load",
-                "tflops": head.peak_tflops * ratio,
-                "note": f"{head.sm_clock_mhz:.0f} of {head.sm_clock_max_mhz:.0f} MHz ({ratio:.1%})",
-            }
-        )
-    elif kind == "cuda":
-        steps.append(
-            {
-                "step": "at the SM clock under load",
-                "tflops": None,
-                "note": "not measured (no NVML telemetry)",
-            }
-        )
-    else:
-        steps.append(
-            {
-                "step": "at the clock under load",
-                "tflops": None,
-                "note": "not measured; the peak already uses the all-core clock measured before the run, "
-                "the AVX clock during it is not read",
-            }
-        )
-    reference = next(s["tflops"] for s in reversed(steps) if s["tflops"] is not None)
-    steps.append(
-        {
-            "step": "measured compute ceiling",
-            "tflops": ceiling["tflops"],
-            "note": f"best {head.dtype} shape measured, {'x'.join(map(str, ceiling['shape']))} "
-            f"({ceiling['series']}): {ceiling['tflops'] / reference:.1%} of the step above",
-        }
-    )
-    expected = ceiling["tflops"]
-    if kind == "cuda" and sm_count:
-        # The ceiling's own shape is quantised too: scale by the headline's efficiency over its.
-        q = wave_quantisation(head.m, head.n, sm_count)
-        q_best = wave_quantisation(ceiling["shape"][0], ceiling["shape"][1], sm_count)
-        expected = ceiling["tflops"] * q["efficiency"] / q_best["efficiency"]
-        steps.append(
-            {
-                "step": "tile and wave quantisation",
-                "tflops": expected,
-                "note": f"{q['tiles']} tiles of {TILE[0]}x{TILE[1]} (assumed) on {sm_count} SMs: "
-                f"{q['waves']} waves, {q['efficiency']:.1%} of slots useful (the ceiling's shape: "
-                f"{q_best['efficiency']:.1%})",
-            }
-        )
-    else:
-        steps.append(
-            {"step": "tile and wave quantisation", "tflops": None, "note": "not modelled on CPUs"}
-        )
-    steps.append(
-        {
-            "step": "achieved",
-            "tflops": head.achieved_tflops,
-            "note": f"what remains: {head.achieved_tflops / expected:.1%} of the step above is achieved",
-        }
-    )
+    measured says so and carries no number, and each number is a fraction of the last step
+    above it that has one."""
+    steps = [step("dense peak", head.peak_tflops, head.peak_source), clock_step(head, kind)]
+    steps.append(ceiling_step(head, ceiling, steps))
+    steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))
+    what_remains = f"what remains: achieved is {share(head.achieved_tflops, steps)}"
+    steps.append(step("achieved", head.achieved_tflops, what_remains))
     return steps

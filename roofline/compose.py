@@ -1,19 +1,24 @@
-"""Compose conf/ into params.yaml exactly as `dvc exp run` does (DVC's own Hydra composition).
+"""Compose conf/ into params.yaml exactly as `dvc exp run` does (DVC's own Hydra composition),
+and generate the pipeline files for the devices it lists (roofline/pipeline.py).
 
-uv run python -m roofline.compose            # rewrite params.yaml from conf/
-uv run python -m roofline.compose --check    # exit 1 if params.yaml differs from conf/
+uv run python -m roofline.compose            # rewrite params.yaml and the pipeline files
+uv run python -m roofline.compose --check    # exit 1 if any of them differs from conf/
 uv run python -m roofline.compose devices.cpu.dtypes=[float32]   # Hydra overrides
 """
 
 import argparse
-import sys
 import tempfile
 from pathlib import Path
 
+import yaml
 from dvc.utils.hydra import compose_and_dump
 
-from roofline.config import PARAMS_FILE
-from roofline.schema import write_text_atomic
+from roofline.config import PARAMS_FILE, load_params, measuring
+from roofline.errors import ConfigError, run
+from roofline.paths import fingerprint_path, results_path, sweep_path
+from roofline.pipeline import orphans, pipeline_files
+from roofline.records import lock_records_fingerprint, never_measured, pending_record, sweep_record
+from roofline.schema import write_json_atomic, write_text_atomic
 
 
 def compose(root: Path, overrides: list[str]) -> str:
@@ -35,23 +40,53 @@ def explain(err: BaseException) -> str:
     return "\n".join(messages)
 
 
+def generated(root: Path, overrides: list[str]) -> dict[Path, str]:
+    """params.yaml and every pipeline file, as conf/ (with these overrides) makes them."""
+    try:
+        params = compose(root, overrides)
+    except Exception as err:  # Hydra names the bad override or value
+        raise ConfigError(explain(err)) from err
+    names = list(yaml.safe_load(params)["devices"])
+    return {PARAMS_FILE: params} | pipeline_files(names, root)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("--check", action="store_true", help="only compare with params.yaml")
+    parser.add_argument("--check", action="store_true", help="only compare; write nothing")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. bench.repeats=5")
     args = parser.parse_args(argv)
-    try:
-        text = compose(Path("."), args.overrides)
-    except Exception as err:  # Hydra names the bad override or value
-        sys.exit(f"error: {explain(err)}")
+    root = Path(".")
+    files = generated(root, args.overrides)
+    names = list(yaml.safe_load(files[PARAMS_FILE])["devices"])
+    changed = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
+    stale = orphans(names, root)
     if args.check:
-        if not PARAMS_FILE.exists() or PARAMS_FILE.read_text() != text:
-            sys.exit("params.yaml differs from conf/: run `uv run python -m roofline.compose`")
+        if changed or stale:
+            listed = ", ".join(map(str, changed + stale))
+            raise ConfigError(
+                f"{listed} differ from conf/: run `uv run python -m roofline.compose`"
+            )
         return
-    write_text_atomic(PARAMS_FILE, text)
+    for path in changed:
+        write_text_atomic(root / path, files[path])
+        print(f"wrote {path}")
+    for path in stale:  # only the generated file: the device's results and lock stay
+        (root / path).unlink()
+        print(f"removed {path}: its device is no longer in conf/config.yaml")
+    cfg = load_params(root / PARAMS_FILE)
+    for name in names:
+        # A new device starts as never measured, recorded as a machine without it records it,
+        # so that `dvc repro --dry` can plan its stages (DVC's dry run fails on a missing
+        # dependency, iterative/dvc#9818); the first `dvc repro` replaces these records.
+        if fingerprint_path(name).exists() or lock_records_fingerprint(name):
+            continue
+        dev = measuring(cfg.devices[name])
+        write_json_atomic(fingerprint_path(name), never_measured(name))
+        write_json_atomic(results_path(name), pending_record(name, dev))
+        write_json_atomic(sweep_path(name), sweep_record(name, cfg.sweep.name, "pending"))
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

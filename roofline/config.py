@@ -11,18 +11,14 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from roofline.arithmetic import ITEMSIZE, matmul_bytes
+from roofline.arithmetic import matmul_bytes
+from roofline.dtypes import NAMES
 from roofline.errors import ConfigError
 
 PARAMS_FILE = Path("params.yaml")
 
-
-class DType(Enum):
-    float32 = "float32"
-    tf32 = "tf32"
-    float16 = "float16"
-    bfloat16 = "bfloat16"
-    float8_e4m3fn = "float8_e4m3fn"
+# The dtype names a config may use: the registry's (roofline/dtypes.py).
+DType = Enum("DType", {name: name for name in NAMES})
 
 
 class Kind(Enum):
@@ -46,8 +42,9 @@ class DeviceConfig:
     sku: str = MISSING
     cost_per_hour: float | None = None  # US dollars; null where unknown
     recognise: Recognise = field(default_factory=Recognise)
-    # Dense datasheet peaks in TFLOP/s per dtype name. On a CPU, empty means "from the probe".
-    peak_tflops: dict[str, float] = field(default_factory=dict)
+    # Dense datasheet peaks in TFLOP/s, every dtype of the registry (so `-S` can set any);
+    # null: none known (a CPU's is then computed from its measured clock and instruction set).
+    peak_tflops: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(NAMES))
     # Datasheet memory bandwidth (GB/s, 1e9) and capacity (GB); null where unknown.
     memory_bandwidth_gbps: float | None = None
     memory_gb: float | None = None
@@ -124,8 +121,8 @@ def check(cfg: DictConfig) -> None:
         where = f"devices.{name}"
         for table in ("peak_tflops", "lab_band_tflops", "lab_done_tflops"):
             for key in dev[table]:
-                if key not in ITEMSIZE:
-                    errors.append(f"{where}.{table} has key {key!r}; allowed: {sorted(ITEMSIZE)}")
+                if key not in NAMES:
+                    errors.append(f"{where}.{table} has key {key!r}; allowed: {', '.join(NAMES)}")
         for key, band in dev.lab_band_tflops.items():
             if len(band) != 2 or not 0 < band[0] <= band[1]:
                 errors.append(
@@ -169,6 +166,18 @@ def device_config(cfg: DictConfig, name: str) -> DictConfig:
     if name not in cfg.devices:
         raise ConfigError(f"unknown device {name!r}; allowed: {', '.join(cfg.devices)}")
     return cfg.devices[name]
+
+
+# What changes a measurement: a device's measuring stages depend on these keys of it (the
+# pipeline files list them as params) and read nothing else of it. Everything else (SKU, price,
+# datasheet peaks and bandwidth, the lab's bands) is interpretation, applied by `aggregate`.
+PROBE_KEYS = ("kind", "recognise")
+MEASURING_KEYS = (*PROBE_KEYS, "dtypes", "shapes")
+
+
+def measuring(dev: DictConfig) -> DictConfig:
+    """The part of a device's config that its measuring stages may read."""
+    return OmegaConf.masked_copy(dev, list(MEASURING_KEYS))
 
 
 def to_plain(node: Any) -> Any:

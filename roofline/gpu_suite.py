@@ -16,11 +16,13 @@ from typing import Any
 
 import yaml
 
-from roofline.benchmark import describe_row, gpu_target, measure_memory_ceiling, measure_point
+from roofline.dtypes import NAMES
+from roofline.errors import HardwareError, run
 from roofline.hardware import find_device, gpu_info, identity
-from roofline.report import lab_checks
+from roofline.interpret import interpret, lab_checks
+from roofline.measure import describe, gpu_target, measure_memory_ceiling, measure_point
 
-SUITE_DTYPES = ["float16", "bfloat16", "float8_e4m3fn", "tf32", "float32"]
+SUITE_DTYPES = NAMES  # every dtype of the registry runs on a GPU
 
 
 def device_files(conf: Path = Path("conf/device")) -> dict[str, dict[str, Any]]:
@@ -63,15 +65,15 @@ def table(rows: list[dict[str, Any]]) -> str:
 
 def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: SimpleNamespace) -> dict:
     name, dev = match(gpu, devices)
-    target = gpu_target(dev, gpu, print)
-    rows = []
+    target = gpu_target(gpu, print)
+    points = []
     for dtype in SUITE_DTYPES:
-        row = measure_point(name, dtype, [size] * 3, target, bench, gpu)
-        print(describe_row(row), flush=True)
-        rows.append(asdict(row))
+        points.append(measure_point(name, dtype, [size] * 3, target, bench, gpu))
+        print(describe(points[-1], dev["peak_tflops"].get(dtype)), flush=True)
+    rows = interpret(points, dev, {}, dev.get("sku", gpu["name"]))
     copy = measure_memory_ceiling(target, bench, 1 << 30)
     copy_tbps = copy["gbps"] / 1e3
-    fp16 = next((r for r in rows if r["dtype"] == "float16" and r["status"] == "measured"), None)
+    fp16 = next((r for r in rows if r.dtype == "float16" and r.status == "measured"), None)
     checks = (
         lab_checks(
             dev.get("lab_band_tflops", {}).get("float16"),
@@ -81,6 +83,7 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: SimpleNamespac
         if fp16
         else []
     )
+    rows = [asdict(r) for r in rows]
     print(
         f"\n{name}: {gpu['name']} (sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs, "
         f"driver {gpu.get('driver')}, CUDA {gpu.get('cuda')}, cuBLASLt {gpu.get('cublaslt')}, "
@@ -115,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     gpus = gpu_info()
     if not gpus:
-        raise SystemExit("no NVIDIA GPU visible (NVML and torch.cuda): nothing to check")
+        raise HardwareError("no NVIDIA GPU visible (NVML and torch.cuda): nothing to check")
     bench = SimpleNamespace(
         seed=0, warmup=3, repeats=10, check_rows=16, min_seconds=args.min_seconds
     )
@@ -125,4 +128,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

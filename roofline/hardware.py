@@ -17,14 +17,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline.arithmetic import CPU_FLOP_PER_CYCLE
+from roofline.dtypes import CPU_FLAGS
+from roofline.errors import HardwareError
 
 if TYPE_CHECKING:  # omegaconf stays optional here: the GPU suite runs without it
     from omegaconf import DictConfig
 
 HARDWARE_ENV = "ROOFLINE_HARDWARE"
-# The cpuinfo flags that decide which dtypes run natively (and so the CPU's peak).
-ISA_FLAGS = sorted({flag for rows in CPU_FLOP_PER_CYCLE.values() for r in rows for flag in r[0]})
 
 
 def _cpuinfo_field(name: str) -> str | None:
@@ -53,7 +52,7 @@ def cpu_info() -> dict[str, Any]:
     return {
         "model": _cpuinfo_field("model name") or platform.processor() or platform.machine(),
         "logical_cores": len(os.sched_getaffinity(0)),
-        "isa": [flag for flag in ISA_FLAGS if flag in flags],
+        "isa": [flag for flag in CPU_FLAGS if flag in flags],
         "cache_bytes": _last_level_cache_bytes(),
         "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
     }
@@ -133,11 +132,13 @@ def live_hardware() -> dict[str, Any]:
         try:
             described = json.loads(path.read_text())
         except (OSError, ValueError) as err:
-            raise SystemExit(f"{HARDWARE_ENV}={override}: cannot read it as JSON: {err}") from err
+            raise HardwareError(
+                f"{HARDWARE_ENV}={override}: cannot read it as JSON: {err}"
+            ) from err
         if not isinstance(described.get("cpu"), dict) or not isinstance(
             described.get("gpus"), list
         ):
-            raise SystemExit(
+            raise HardwareError(
                 f'{HARDWARE_ENV}={override}: needs {{"cpu": {{"model": ...}}, "gpus": [...]}}'
             )
         return {**described, "described_by": str(path)}
@@ -240,17 +241,16 @@ def measure_cpu_clock_ghz(cores: int) -> float | None:
     return max(rounds)
 
 
-def cpu_clock_ghz(dev: DictConfig, cores: int) -> tuple[float, str]:
-    """The clock for the CPU's computed peak, and where it came from."""
-    if dev.clock_ghz:
-        return float(dev.clock_ghz), "set in conf (devices.<name>.clock_ghz)"
+def cpu_clock(cores: int) -> dict[str, Any]:
+    """The CPU clock, as measured or read on this machine: {"ghz", "source"}; ghz is None when
+    nothing here tells it (the aggregate stage then needs devices.<name>.clock_ghz)."""
     measured = measure_cpu_clock_ghz(cores)
     if measured:
-        return measured, "measured all-core clock"
+        return {"ghz": measured, "source": "measured all-core clock"}
     max_freq = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
     if max_freq.exists():
-        return int(max_freq.read_text()) / 1e6, "cpufreq max"
+        return {"ghz": int(max_freq.read_text()) / 1e6, "source": "cpufreq max"}
     mhz = _cpuinfo_field("cpu MHz")
     if mhz:
-        return float(mhz) / 1e3, "/proc/cpuinfo cpu MHz"
-    raise SystemExit("cannot tell the CPU clock: set devices.cpu.clock_ghz in conf/device/cpu.yaml")
+        return {"ghz": float(mhz) / 1e3, "source": "/proc/cpuinfo cpu MHz"}
+    return {"ghz": None, "source": "no C compiler, cpufreq or /proc/cpuinfo here"}

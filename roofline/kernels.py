@@ -10,24 +10,9 @@ from typing import Any
 import torch
 
 from roofline.arithmetic import buffer_sets, matmul_bytes
+from roofline.dtypes import DTYPES
 from roofline.timing import Timer, sample
 
-TORCH_DTYPE = {
-    "float32": torch.float32,
-    "tf32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float8_e4m3fn": torch.float8_e4m3fn,
-}
-# Largest allowed max|C - C_ref| / max|C_ref| on the checked rows. Rounding of the output (and,
-# for tf32, of the inputs) gives ~1e-3 for the 16-bit types; a wrong kernel gives ~1.
-TOLERANCE = {
-    "float32": 1e-4,
-    "tf32": 1e-2,
-    "float16": 1e-2,
-    "bfloat16": 2e-2,
-    "float8_e4m3fn": 2e-2,
-}
 # Operand sets to rotate through at most (tiny shapes against a large cache).
 MAX_SETS = 4096
 
@@ -44,6 +29,10 @@ class Point:
     telemetry: list[dict] = field(default_factory=list)  # NVML samples of the timed window
 
 
+def torch_dtype(name: str) -> torch.dtype:
+    return getattr(torch, DTYPES[name].torch_name)
+
+
 def unsupported_reason(
     dtype: str,
     device_kind: str,
@@ -52,33 +41,35 @@ def unsupported_reason(
     shape: list[int] | None = None,
 ) -> str | None:
     """Why a dtype (at this shape) cannot be measured on this device, or None when it can."""
+    d = DTYPES[dtype]
     if device_kind == "cpu":
-        if dtype in ("tf32", "float8_e4m3fn"):
+        if d.gpu_only:
             return f"{dtype} is a GPU tensor-core format; CPUs have no native {dtype} matmul"
         if native_dtypes is not None and dtype not in native_dtypes:
+            needs = " or ".join(path.isa.split(",")[0] for path in d.cpu)
             return (
-                f"no native {dtype} on this CPU (needs AMX or AVX512 for it); "
+                f"no native {dtype} on this CPU (needs {needs}); "
                 "PyTorch's fallback would be a slow emulation, not this CPU's ceiling"
             )
         return None
-    if dtype == "float8_e4m3fn" and compute_capability is not None:
-        major, minor = (int(x) for x in compute_capability.split("."))
-        if (major, minor) < (8, 9):
-            return (
-                f"float8 matmul needs compute capability >= 8.9; this GPU is {compute_capability}"
-            )
-    if dtype == "float8_e4m3fn" and shape and any(d % 16 for d in shape):
+    if d.min_compute_capability and compute_capability is not None:
+        have = tuple(int(x) for x in compute_capability.split("."))
+        if have < d.min_compute_capability:
+            need = ".".join(map(str, d.min_compute_capability))
+            return f"{dtype} matmul needs compute capability >= {need}; this GPU is {compute_capability}"
+    if shape and any(dim % d.dim_multiple for dim in shape):
         return (
-            f"float8 through torch._scaled_mm needs M, N and K in multiples of 16; this is {shape}"
+            f"{dtype} through torch's scaled matmul needs M, N and K in multiples of "
+            f"{d.dim_multiple}; this is {shape}"
         )
     return None
 
 
 @contextlib.contextmanager
 def float32_math(dtype: str) -> Iterator[None]:
-    """float32 matmul on the GPU uses TF32 tensor cores only when dtype is "tf32"."""
+    """float32 matmul on the GPU uses TF32 tensor cores only when the dtype allows it (tf32)."""
     before = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("high" if dtype == "tf32" else "highest")
+    torch.set_float32_matmul_precision("high" if DTYPES[dtype].tf32 else "highest")
     try:
         yield
     finally:
@@ -87,16 +78,15 @@ def float32_math(dtype: str) -> Iterator[None]:
 
 def _operands(m: int, n: int, k: int, dtype: str, device: str, gen: torch.Generator):
     """Random normal inputs (never zeros: they run faster) rounded to the dtype."""
-    a = torch.randn(m, k, device=device, generator=gen).to(TORCH_DTYPE[dtype])
-    if dtype == "float8_e4m3fn":  # _scaled_mm wants B column-major
-        b = torch.randn(n, k, device=device, generator=gen).to(TORCH_DTYPE[dtype]).t()
-    else:
-        b = torch.randn(k, n, device=device, generator=gen).to(TORCH_DTYPE[dtype])
-    return a, b
+    to = torch_dtype(dtype)
+    a = torch.randn(m, k, device=device, generator=gen).to(to)
+    if DTYPES[dtype].b_layout == "column-major":
+        return a, torch.randn(n, k, device=device, generator=gen).to(to).t()
+    return a, torch.randn(k, n, device=device, generator=gen).to(to)
 
 
 def matmul_fn(dtype: str, device: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    if dtype == "float8_e4m3fn":
+    if DTYPES[dtype].scaled:
         one = torch.ones((), device=device)
         return lambda a, b: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16)
     return torch.matmul
@@ -136,9 +126,10 @@ def measure_matmul(
     with float32_math(dtype):
         c = mm(*operands[0])
         error = check_product(*operands[0], c, check_rows, gen)
-        if not error <= TOLERANCE[dtype]:  # also catches NaN
+        tolerance = DTYPES[dtype].tolerance
+        if not error <= tolerance:  # also catches NaN
             raise WrongResult(
-                f"max relative error {error:.3g} > {TOLERANCE[dtype]:g} "
+                f"max relative error {error:.3g} > {tolerance:g} "
                 f"against float64 on {check_rows} rows"
             )
         del c

@@ -3,11 +3,13 @@
 import torch
 
 from roofline import arithmetic as ar
+from roofline.dtypes import DTYPES
 from roofline.hardware import cpu_info
-from roofline.kernels import TORCH_DTYPE, measure_matmul
+from roofline.kernels import measure_matmul, torch_dtype
 from roofline.timing import timer_for
 
-DTYPE_NAMES = {dtype: name for name, dtype in TORCH_DTYPE.items() if name != "tf32"}
+# torch dtype -> the registry's name; tf32 is a math mode of float32, not a torch dtype.
+DTYPE_NAMES = {torch_dtype(name): name for name, d in DTYPES.items() if not d.tf32}
 
 
 def bench_matmul(

@@ -1,12 +1,13 @@
 """The unified log-log roofline (every device's datasheet and measured ceilings, the kernel
 points) and one panel per device for the sweeps."""
 
+from dataclasses import dataclass
+
 import matplotlib
 
 matplotlib.use("Agg")  # files only; no display on pods or in CI
 
 import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
@@ -14,11 +15,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from roofline.arithmetic import ridge_point, roof_tflops
-from roofline.ceilings import LAB_DTYPE, measured_ceilings
+from roofline.ceilings import measured_ceilings
+from roofline.dtypes import DTYPES, LAB_DTYPE
 
 INTENSITY_RANGE = (0.1, 1e4)  # FLOP/byte
-X = np.geomspace(*INTENSITY_RANGE, 400)
-MARKERS = {"float32": "o", "tf32": "D", "float16": "s", "bfloat16": "^", "float8_e4m3fn": "*"}
 SERIES_MARKERS = {"lab": "*", "square": "o", "skinny": "v", "best-shape": "D"}
 # Colour-blind-safe: blue, orange, green, pink, ... (vermillion skipped: too close to orange).
 PALETTE_ORDER = [0, 1, 2, 4, 7, 8, 9, 5]
@@ -47,21 +47,56 @@ def peak_roofs(name: str, entry: dict, rows: pd.DataFrame) -> dict[float, list[s
     return by_peak
 
 
-def roof(ax: Axes, top: float, bandwidth: float | None, style: str, **line) -> None:
-    """A roofline: the memory slope up to the ridge (marked), then flat at `top`."""
-    if bandwidth is None:
-        ax.plot(X, np.full_like(X, top), style, **line)
-        return
-    ax.plot(X, roof_tflops(X, top, bandwidth), style, **line)
-    ax.plot(
-        [ridge_point(top, bandwidth)],
-        [top],
-        "|",
-        ms=14,
-        mew=2,
-        color=line["color"],
-        alpha=line.get("alpha", 1.0),
-    )
+@dataclass
+class Roof:
+    """One roofline: a memory slope up to its ridge, then flat at its compute ceiling."""
+
+    device: str
+    source: str  # "datasheet" (a CPU's: computed from its clock) or "measured"
+    dtypes: list[str]
+    top: float  # TFLOP/s
+    bandwidth: float | None  # GB/s of the slope; None: no bandwidth known, flat only
+    pending: bool = False
+
+    def vertices(self) -> list[tuple[float, float]]:
+        """Its corners over the plotted range: straight segments on log-log axes."""
+        low, high = INTENSITY_RANGE
+        if self.bandwidth is None:
+            return [(low, self.top), (high, self.top)]
+        ridge = min(max(ridge_point(self.top, self.bandwidth), low), high)
+        xs = dict.fromkeys([low, ridge, high])
+        return [(x, float(roof_tflops(x, self.top, self.bandwidth))) for x in xs]
+
+    @property
+    def ridge(self) -> float | None:
+        return ridge_point(self.top, self.bandwidth) if self.bandwidth else None
+
+
+def roofs(rows: pd.DataFrame, manifest: dict) -> list[Roof]:
+    """Every device's datasheet roofs (per distinct peak) and measured ones (per dtype's best
+    point, over the copy bandwidth), in config order."""
+    ceilings = measured_ceilings(rows)
+    out = []
+    for name in dict.fromkeys(rows.device):
+        entry = manifest["devices"][name]
+        pending = entry["status"] != "measured"
+        sheet_bw = entry["datasheet"]["memory_bandwidth_gbps"]
+        for peak, dtypes in peak_roofs(name, entry, rows).items():
+            out.append(Roof(name, "datasheet", dtypes, peak, sheet_bw, pending))
+        copy_bw = entry.get("memory_copy", {}).get("gbps")
+        for (device, dtype), ceiling in ceilings.items():
+            if device == name and copy_bw:
+                out.append(Roof(name, "measured", [dtype], ceiling["tflops"], copy_bw, pending))
+    return out
+
+
+def draw_roof(ax: Axes, r: Roof, style: str, **line) -> None:
+    """A roof and its ridge marked."""
+    ax.plot(*zip(*r.vertices(), strict=True), style, **line)
+    if r.ridge is not None:
+        ax.plot(
+            [r.ridge], [r.top], "|", ms=14, mew=2, color=line["color"], alpha=line.get("alpha", 1.0)
+        )
 
 
 def palette(rows: pd.DataFrame) -> dict[str, tuple]:
@@ -70,39 +105,30 @@ def palette(rows: pd.DataFrame) -> dict[str, tuple]:
     return {name: colors[i] for name, i in zip(order, PALETTE_ORDER, strict=False)}
 
 
-def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
-    sns.set_theme(style="whitegrid", context="talk")
-    colors = palette(rows)
-    ceilings = measured_ceilings(rows)
-    fig, ax = plt.subplots(figsize=(14, 8.5))
-    handles, labels = [], {}  # labels: height -> [(text, colour, alpha)]
-    for name, color in colors.items():
-        entry = manifest["devices"][name]
-        pending = entry["status"] != "measured"
-        line = {"color": color, "lw": 1.8 if pending else 2.4, "alpha": 0.45 if pending else 1.0}
-        sheet_bw = entry["datasheet"]["memory_bandwidth_gbps"]
-        for peak, dtypes in peak_roofs(name, entry, rows).items():
-            roof(ax, peak, sheet_bw, "-", **line)
-            labels.setdefault(peak, []).append(
-                (f"{name} {'/'.join(dtypes)} {peak:.3g}", color, line["alpha"])
-            )
-        copy_bw = entry.get("memory_copy", {}).get("gbps")
-        for (device, _dtype), ceiling in ceilings.items():
-            if device == name and copy_bw:
-                roof(ax, ceiling["tflops"], copy_bw, ":", **line)
-        slopes = [f"datasheet {sheet_bw:g} GB/s"] if sheet_bw else []
-        slopes += [f"measured {copy_bw:.0f} GB/s"] if copy_bw else []
-        label = (
-            f"{name}{' (pending)' if pending else ''}: {', '.join(slopes) or 'no bandwidth known'}"
-        )
-        handles.append(Line2D([], [], ls="-" if sheet_bw else ":", label=label, **line))
-    for height, texts in labels.items():  # roofs at one height (H100, H200) share one label
+def line_style(color: tuple, pending: bool) -> dict:
+    return {"color": color, "lw": 1.8 if pending else 2.4, "alpha": 0.45 if pending else 1.0}
+
+
+def device_handle(name: str, entry: dict, color: tuple) -> Line2D:
+    """The legend line of a device: its name and memory slopes."""
+    pending = entry["status"] != "measured"
+    sheet_bw = entry["datasheet"]["memory_bandwidth_gbps"]
+    copy_bw = entry.get("memory_copy", {}).get("gbps")
+    slopes = [f"datasheet {sheet_bw:g} GB/s"] if sheet_bw else []
+    slopes += [f"measured {copy_bw:.0f} GB/s"] if copy_bw else []
+    label = f"{name}{' (pending)' if pending else ''}: {', '.join(slopes) or 'no bandwidth known'}"
+    return Line2D([], [], ls="-" if sheet_bw else ":", label=label, **line_style(color, pending))
+
+
+def label_roofs(ax: Axes, labels: dict[float, list[tuple[str, tuple, float]]]) -> None:
+    """Each datasheet roof's name at its right end; roofs at one height (H100, H200) share one."""
+    for height, texts in labels.items():
         text, color, alpha = (
             texts[0] if len(texts) == 1 else ("; ".join(t for t, _, _ in texts), "black", 0.8)
         )
         ax.annotate(
             text,
-            (X[-1], height),
+            (INTENSITY_RANGE[1], height),
             xytext=(-4, 3),
             textcoords="offset points",
             ha="right",
@@ -111,6 +137,21 @@ def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
             color=color,
             alpha=min(1.0, alpha + 0.3),
         )
+
+
+def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
+    sns.set_theme(style="whitegrid", context="talk")
+    colors = palette(rows)
+    fig, ax = plt.subplots(figsize=(14, 8.5))
+    labels: dict[float, list] = {}  # height -> [(text, colour, alpha)]
+    for r in roofs(rows, manifest):
+        line = line_style(colors[r.device], r.pending)
+        draw_roof(ax, r, "-" if r.source == "datasheet" else ":", **line)
+        if r.source == "datasheet":
+            text = f"{r.device} {'/'.join(r.dtypes)} {r.top:.3g}"
+            labels.setdefault(r.top, []).append((text, line["color"], line["alpha"]))
+    label_roofs(ax, labels)
+    handles = [device_handle(n, manifest["devices"][n], c) for n, c in colors.items()]
     lab = rows[(rows.status == "measured") & (rows.series == "lab")]
     for (name, dtype), group in lab.groupby(["device", "dtype"], sort=False):
         ax.scatter(
@@ -118,7 +159,7 @@ def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
             group.achieved_tflops,
             s=170,
             zorder=5,
-            marker=MARKERS.get(dtype, "o"),
+            marker=DTYPES[dtype].marker,
             color=colors[name],
             edgecolor="black",
         )
@@ -127,7 +168,7 @@ def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
             [],
             [],
             ls="",
-            marker=MARKERS.get(d, "o"),
+            marker=DTYPES[d].marker,
             ms=11,
             color="grey",
             markeredgecolor="black",
@@ -145,6 +186,38 @@ def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
     return fig
 
 
+# Every row of the interactive roofline has every field (DVC's plots need one set of keys).
+DATUM = ("kind", "device", "source", "line", "dtype", "series", "shape", "mfu")
+
+
+def interactive(rows: pd.DataFrame, manifest: dict) -> list[dict]:
+    """The roofline as data for `dvc plots show` / `dvc plots diff` (template
+    .dvc/plots/roofline.json): each roof's corners, and every measured point with what its
+    tooltip shows."""
+    data = []
+    for r in roofs(rows, manifest):
+        line = f"{r.device} {r.source} {'/'.join(r.dtypes)}"
+        for x, y in r.vertices():
+            datum = {"kind": "roof", "device": r.device, "source": r.source, "line": line}
+            data.append(dict.fromkeys(DATUM) | datum | {"arithmetic_intensity": x, "tflops": y})
+    for p in rows[rows.status == "measured"].itertuples():
+        datum = {
+            "kind": "point",
+            "device": p.device,
+            "source": "measured",
+            "dtype": p.dtype,
+            "series": p.series,
+            "shape": f"{p.m}x{p.n}x{p.k}",
+            "mfu": None if pd.isna(p.mfu) else p.mfu,
+        }
+        data.append(
+            dict.fromkeys(DATUM)
+            | datum
+            | {"arithmetic_intensity": p.arithmetic_intensity, "tflops": p.achieved_tflops}
+        )
+    return data
+
+
 def draw_sweeps(rows: pd.DataFrame, manifest: dict) -> Figure:
     """One panel per measured device: its measured ceilings per dtype and every point, marked
     by series (lab, square, skinny, best-shape)."""
@@ -159,13 +232,14 @@ def draw_sweeps(rows: pd.DataFrame, manifest: dict) -> Figure:
         axes[0][0].text(0.5, 0.5, "no device measured yet", ha="center", va="center")
         return fig
     ceilings = measured_ceilings(rows)
-    dtype_colors = dict(zip(MARKERS, sns.color_palette("colorblind"), strict=False))
+    dtype_colors = dict(zip(DTYPES, sns.color_palette("colorblind"), strict=False))
     for ax, name in zip(axes[0], measured, strict=True):
         copy_bw = manifest["devices"][name]["memory_copy"]["gbps"]
         points = rows[(rows.device == name) & (rows.status == "measured")]
         for dtype, group in points.groupby("dtype", sort=False):
             color = dtype_colors.get(dtype, "grey")
-            roof(ax, ceilings[(name, dtype)]["tflops"], copy_bw, ":", color=color, lw=2)
+            ceiling = Roof(name, "measured", [dtype], ceilings[(name, dtype)]["tflops"], copy_bw)
+            draw_roof(ax, ceiling, ":", color=color, lw=2)
             for series, part in group.groupby("series", sort=False):
                 ax.scatter(
                     part.arithmetic_intensity,

@@ -7,13 +7,15 @@ benchmark: fingerprint "never measured" -> pending rows; fingerprint is this mac
            -> measure; anything else -> refuse (the stage is stale and the hardware is
            elsewhere), leaving the recorded results as they are."""
 
+from dataclasses import asdict
 from typing import Any
 
 import yaml
 
+from roofline.errors import RecordError
 from roofline.hardware import describe, locate
 from roofline.paths import device_dir, fingerprint_path
-from roofline.schema import read_json
+from roofline.schema import empty, read_json
 
 NEVER = "never measured"
 
@@ -41,6 +43,22 @@ def never_measured(name: str) -> dict:
     return {"device": name, "status": NEVER}
 
 
+def points(dev: Any) -> list[tuple[str, list[int]]]:
+    """A device's (dtype, shape) points, in config order."""
+    return [(dtype.name, list(shape)) for dtype in dev.dtypes for shape in dev.shapes]
+
+
+def pending_record(name: str, dev: Any) -> dict[str, Any]:
+    """A never-measured device's results: a row per point, with no numbers."""
+    rows = [empty(name, dtype, shape, "pending", "never measured") for dtype, shape in points(dev)]
+    return {"device": name, "status": "pending", "rows": [asdict(row) for row in rows]}
+
+
+def sweep_record(name: str, sweep: str, status: str, **extra: Any) -> dict[str, Any]:
+    """A device's sweep record; a pending or `none` sweep has no rows."""
+    return {"device": name, "sweep": sweep, "status": status, "rows": [], **extra}
+
+
 def probe_decision(
     name: str, recorded: dict | None, here: dict | None, fresh: dict | None, replace: bool = False
 ) -> tuple[dict | None, str]:
@@ -50,7 +68,7 @@ def probe_decision(
     fingerprint this machine would write; `replace` takes the device over from other hardware."""
     if replace:
         if here is None:
-            raise SystemExit(f"{name}: cannot replace its hardware from a machine without it")
+            raise RecordError(f"{name}: cannot replace its hardware from a machine without it")
         was = describe(recorded["hardware"]) if recorded and recorded["status"] != NEVER else "none"
         return fresh, f"{name}: replaced recorded hardware ({was}) with {describe(here)}"
     if here is None:
@@ -73,13 +91,13 @@ def probe_decision(
 
 
 def benchmark_decision(name: str, recorded: dict, here: dict | None) -> str:
-    """ "pending" or "measure"; raises SystemExit when neither is honest."""
+    """ "pending" or "measure"; raises RecordError when neither is honest."""
     if recorded["status"] == NEVER:
         return "pending"
     if here is not None and recorded["hardware"] == here:
         return "measure"
     this = f"has {describe(here)}" if here else f"has no {name}"
-    raise SystemExit(
+    raise RecordError(
         f"{name}: its benchmark stage is stale (its code or params changed since it was "
         f"measured), but its results were measured on {describe(recorded['hardware'])} and "
         f"this machine {this}. The recorded results are kept as they are. Either re-measure on "
@@ -91,6 +109,6 @@ def benchmark_decision(name: str, recorded: dict, here: dict | None) -> str:
 
 def decide(name: str, dev: Any) -> tuple[str, dict | None, dict | None]:
     """For a measuring stage: ("pending" or "measure", the device's part of this machine, its
-    identity); raises SystemExit when it must not run here."""
+    identity); raises RecordError when it must not run here."""
     found, here = locate(dev)
     return benchmark_decision(name, read_json(fingerprint_path(name)), here), found, here

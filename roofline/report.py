@@ -7,33 +7,14 @@ from typing import Any
 import pandas as pd
 
 from roofline.arithmetic import matmul_bytes, ridge_point
-from roofline.ceilings import LAB_DTYPE, breakdown, measured_ceilings, predictions, why
-
-LAB_CAUSES = "no warm-up, no synchronisation, a wrong FLOP count, or throttled clocks"
-
-
-def lab_checks(band: list[float] | None, done: float | None, row: Any) -> list[str]:
-    """The lab's checks on its FP16 8192^3 figure: its sanity band (+-20%) and done threshold.
-    `row` is a results row (mapping or object) for float16."""
-    get = row.get if isinstance(row, dict) else lambda key: getattr(row, key)
-    achieved, peak = get("achieved_tflops"), get("peak_tflops")
-    checks = []
-    if peak and achieved > peak:
-        checks.append(f"INVALID: {achieved:.1f} TFLOP/s is above the dense peak {peak:g}")
-    if band:
-        low, high = band[0] * 0.8, band[1] * 1.2
-        where = "inside" if low <= achieved <= high else "OUTSIDE"
-        text = (
-            f"float16 {achieved:.1f} TFLOP/s is {where} the lab's sanity band "
-            f"{band[0]:g}-{band[1]:g} TFLOP/s +-20% ({low:.0f}-{high:.0f})"
-        )
-        if where == "OUTSIDE":
-            text += f"; usual causes: {LAB_CAUSES}"
-        checks.append(text)
-    if done:
-        met = "met" if achieved >= done else "NOT met"
-        checks.append(f"the lab's done threshold, {done:g} TFLOP/s in float16: {met}")
-    return checks
+from roofline.ceilings import (
+    breakdown,
+    headline,
+    measured_ceilings,
+    per_call_overheads,
+    predictions,
+    why,
+)
 
 
 def _num(value: Any, fmt: str) -> str:
@@ -66,17 +47,6 @@ def table(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def headline(rows: pd.DataFrame, kind: str) -> Any:
-    """The device's lab row: its headline dtype at the largest measured shape."""
-    measured = rows[(rows.status == "measured") & (rows.dtype == LAB_DTYPE[kind])]
-    if measured.empty:
-        measured = rows[rows.status == "measured"]
-    if measured.empty:
-        return None
-    largest = measured.assign(size=measured.m * measured.n * measured.k).sort_values("size")
-    return SimpleNamespace(**largest.iloc[-1].to_dict())
-
-
 def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
     head = headline(rows, entry["kind"])
     if head is None:
@@ -105,8 +75,9 @@ def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
         side = "compute" if head.arithmetic_intensity > ridge else "memory"
         parts.append(
             f"Its intensity, {head.arithmetic_intensity:.1f} FLOP/byte, is "
-            f"{head.arithmetic_intensity / ridge:.2g}× the ridge at the measured copy bandwidth "
-            f"({copy['gbps']:.1f} GB/s, ridge {ridge:.1f} FLOP/byte), so it is {side}-bound: "
+            f"{head.arithmetic_intensity / ridge:.2g}× the ridge of the dense peak over the "
+            f"measured copy bandwidth ({copy['gbps']:.1f} GB/s: ridge {ridge:.1f} FLOP/byte), so "
+            f"it is {side}-bound: "
             f"moving its operands once at that rate takes {move_s:.3g} s, "
             f"{move_s / head.median_s:.1%} of the measured time."
         )
@@ -150,16 +121,7 @@ def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
         parts.append(text)
     elif entry["kind"] == "cuda":
         parts.append("No NVML telemetry was recorded, so the clock under load is unknown.")
-    lab = entry.get("lab", {})
-    if entry["kind"] == "cuda" and head.dtype == "float16":
-        parts += [
-            f"Lab check: {c}."
-            for c in lab_checks(
-                lab.get("band_tflops", {}).get("float16"),
-                lab.get("done_tflops", {}).get("float16"),
-                vars(head),
-            )
-        ]
+    parts += [f"Lab check: {c}." for c in entry.get("lab_checks", [])]
     if entry["kind"] == "cpu":
         parts.append(
             "Not measured here, and so not claimed: how far the AVX-512 clock under load sits below "
@@ -194,7 +156,7 @@ def pending_paragraph(name: str, entry: dict[str, Any]) -> str:
 
 
 def breakdown_lines(steps: list[dict[str, Any]]) -> list[str]:
-    lines = ["Gap breakdown, each step from measured numbers:", ""]
+    lines = ["Gap breakdown, from the dense peak down to the achieved figure:", ""]
     for step in steps:
         if step["tflops"] is None:
             lines.append(f"- {step['step']}: {step['note']}")
@@ -219,32 +181,48 @@ def cost_line(entry: dict[str, Any], head: Any) -> str:
     return text + "."
 
 
+SWEEP_HINT = (
+    "`uv run dvc exp run -S sweep=short` (a few minutes) or `-S sweep=full` measures shapes on "
+    "both sides of the ridge"
+)
+
+
 def prediction_line(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
-    """The roofline's prediction from the measured ceilings against every measured point,
-    summarised per side of the ridge, with the likeliest cause of the worst error on each."""
+    """The roofline's prediction from the measured ceilings against every measured point but
+    those that define a ceiling, summarised per side of the ridge, with the likeliest cause of
+    the worst error on each."""
     pred = predictions(rows, {name: entry["memory_copy"]["gbps"]})
     if pred.empty:
         return ""
+    checked = pred[~pred.defines_ceiling]
+    if checked.empty:
+        return (
+            "Roofline check: nothing to check yet. Each dtype's only measured point is its own "
+            "compute ceiling, so the roofline would predict it exactly, by construction; "
+            f"{SWEEP_HINT} to check the roofline against."
+        )
     details = entry.get("details", {})
-    floors = pred.groupby("dtype").median_s.min()  # the fastest call of each dtype
+    overheads = per_call_overheads(pred)
     parts = []
-    for bound, group in pred.groupby("bound", sort=True):
+    for bound, group in checked.groupby("bound", sort=True):
         worst = SimpleNamespace(**group.loc[group.error.abs().idxmax()].to_dict())
         cause = why(
             worst,
             details.get("cache_bytes") or details.get("l2_bytes"),
-            floors[worst.dtype],
+            overheads[worst.dtype],
             details.get("sm_count"),
         )
         parts.append(
-            f"{len(group)} {bound}-bound points, median |error| {group.error.abs().median():.1%}, "
+            f"{len(group)} {bound}-bound point{'s' if len(group) > 1 else ''}, median |error| "
+            f"{group.error.abs().median():.1%}, "
             f"worst {worst.error:+.0%} at {worst.dtype} {worst.m}×{worst.n}×{worst.k} "
             f"({worst.series}): {cause}"
         )
     return (
         "Roofline check, predicted time = max(FLOPs / measured ceiling of the dtype, bytes / "
-        "measured copy bandwidth) against the measured time: " + "; ".join(parts) + ". Every point "
-        "is in the appendix."
+        "measured copy bandwidth) against the measured time, over every point but each "
+        "dtype's best (which defines its ceiling): " + "; ".join(parts) + ". Every point is in "
+        "the appendix."
     )
 
 
@@ -274,12 +252,19 @@ def render(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
         "# Roofline report: dense matmul on every device",
         "",
         "The lab's kernel, C = A·B with M = N = K = 8192: float16 on GPUs, float32 through the "
-        "BLAS on a CPU. FLOPs = 2·M·N·K; bytes = (M·K + K·N + M·N)·itemsize, the ideal-cache "
-        "lower bound; MFU = achieved / dense datasheet peak of the same dtype. Solid lines: "
-        "datasheet (CPU: computed) peaks and bandwidths; dotted: measured ceilings (best TFLOP/s "
-        f"measured per dtype, copy bandwidth). Sweep: {sweep}. Every sample, version, seed and "
-        "cost is in `devices/<name>/*.json` and `manifest.json`; the sweeps and each point's "
-        "prediction are in [the appendix](REPORT-appendix.md).",
+        "BLAS on a CPU. FLOPs = 2·M·N·K; bytes = (M·K + K·N)·input size + M·N·output size, the "
+        "ideal-cache lower bound; MFU = achieved / dense datasheet peak of the same dtype. Solid "
+        "lines: datasheet (CPU: computed) peaks and bandwidths; dotted: measured ceilings (the "
+        "best TFLOP/s measured per dtype, "
+        + (
+            "which with no sweep is the lab kernel itself; "
+            if sweep == "none"
+            else f"over the lab kernel and the {sweep} sweep; "
+        )
+        + "the copy bandwidth). Every sample, version, seed and cost is in "
+        "`devices/<name>/*.json` and `manifest.json`; each point's prediction"
+        + (" and the sweeps" if sweep != "none" else "")
+        + " are in [the appendix](REPORT-appendix.md).",
         "",
         "![roofline](roofline.png)",
         "",
@@ -315,10 +300,11 @@ def appendix(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
             "|---|---|---|---:|---:|---:|---:|---:|---|",
         ]
         for r in pred.itertuples():
+            error = "its ceiling" if r.defines_ceiling else f"{r.error:+.0%}"
             out.append(
                 f"| {r.series} | {r.dtype} | {r.m}×{r.n}×{r.k} | {r.arithmetic_intensity:.1f} | "
                 f"{r.achieved_tflops:.4g} | {r.median_s:.3g} | {r.predicted_s:.3g} | "
-                f"{r.error:+.0%} | {r.bound} |"
+                f"{error} | {r.bound} |"
             )
         skipped = rows[(rows.device == name) & (rows.status != "measured")]
         out += [

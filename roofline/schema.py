@@ -1,7 +1,10 @@
-"""The results schema, defined once: one Row per (device, dtype, shape).
+"""The results schema, defined once.
 
-Each device's benchmark writes its rows (with every timing sample) to its own results.json;
-aggregate checks them against this schema and writes results.csv."""
+A measuring stage records each (device, dtype, shape) point as a `Measurement`: what was
+measured and nothing else (every timing sample, the correctness check, GPU telemetry). The
+aggregate stage derives each point's figures and joins the interpretation (peaks, MFU, flags)
+into a `Row`, one line of results.csv. A price or datasheet fix so changes the rows, never the
+measurements."""
 
 import contextlib
 import dataclasses
@@ -21,7 +24,9 @@ STATUSES = ("measured", "pending", "skipped", "failed")
 
 
 @dataclass
-class Row:
+class Measurement:
+    """One point as measured (a row of results.json / sweep.json)."""
+
     device: str
     dtype: str
     m: int
@@ -32,6 +37,21 @@ class Row:
         "lab"  # lab (the device's configured shapes), or a sweep's square / skinny / best-shape
     )
     reason: str = ""
+    check_error: float | None = None  # max relative error against float64, before timing
+    samples_s: list[float] = field(default_factory=list)  # every timed call
+    # GPU telemetry over the timed window (NVML); empty on CPUs.
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    power_w: float | None = None
+    temperature_max_c: float | None = None
+    throttle_reasons: str = ""
+
+
+@dataclass
+class Row(Measurement):
+    """One line of results.csv: a measurement's figures, derived from the median of its samples,
+    and their interpretation against the device's peak."""
+
     median_s: float | None = None
     min_s: float | None = None
     max_s: float | None = None
@@ -43,111 +63,112 @@ class Row:
     peak_tflops: float | None = None
     peak_source: str = ""
     mfu: float | None = None
-    check_error: float | None = None
-    # GPU telemetry over the timed window (NVML); empty on CPUs.
-    sm_clock_mhz: float | None = None
-    sm_clock_max_mhz: float | None = None
-    power_w: float | None = None
-    temperature_max_c: float | None = None
     joules_per_tflop: float | None = None
-    throttle_reasons: str = ""
     flag: str = ""  # non-empty marks a number that cannot be right
-    samples_s: list[float] = field(default_factory=list)
 
 
-NUMBERS = (
-    "median_s",
-    "min_s",
-    "max_s",
-    "spread",
-    "repeats",
-    "achieved_tflops",
-    "achieved_bw_gbps",
-    "arithmetic_intensity",
-    "peak_tflops",
-    "mfu",
+# The numbers a measurement records; a row that was not measured carries none of them.
+MEASURED_NUMBERS = (
     "check_error",
+    "sm_clock_mhz",
+    "sm_clock_max_mhz",
+    "power_w",
+    "temperature_max_c",
 )
 CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
 
 
-def measured_row(
+def measurement(
     device: str,
     dtype: str,
     shape: list[int],
     samples: list[float],
-    peak_tflops: float | None,
-    peak_source: str,
     check_error: float,
     telemetry: dict[str, Any] | None = None,
-) -> Row:
-    """A measured row: every figure derived from the median of the samples; `telemetry` is
-    a summary from roofline.telemetry.summarize (GPUs)."""
+) -> Measurement:
+    """A measured point; `telemetry` is a summary from roofline.telemetry.summarize (GPUs)."""
     m, n, k = shape
-    stats = ar.summarize(samples)
-    flops, nbytes = ar.matmul_flops(m, n, k), ar.matmul_bytes(m, n, k, dtype)
-    achieved = ar.tflops(flops, stats["median_s"])
-    row = Row(
-        device=device,
-        dtype=dtype,
-        m=m,
-        n=n,
-        k=k,
-        status="measured",
-        **stats,
-        repeats=len(samples),
-        achieved_tflops=achieved,
-        achieved_bw_gbps=ar.gbps(nbytes, stats["median_s"]),
-        arithmetic_intensity=ar.intensity(flops, nbytes),
-        peak_tflops=peak_tflops,
-        peak_source=peak_source,
-        check_error=check_error,
-        samples_s=list(samples),
+    point = Measurement(
+        device, dtype, m, n, k, "measured", check_error=check_error, samples_s=list(samples)
     )
+    if telemetry:
+        point.sm_clock_mhz = telemetry["sm_clock_mhz"]
+        point.sm_clock_max_mhz = telemetry["sm_clock_max_mhz"]
+        point.power_w = telemetry["power_w"]
+        point.temperature_max_c = telemetry["temperature_max_c"]
+        point.throttle_reasons = "+".join(telemetry["throttle_reasons"])
+    return point
+
+
+def empty(device: str, dtype: str, shape: list[int], status: str, reason: str) -> Measurement:
+    """A pending, skipped or failed point: it carries no numbers."""
+    m, n, k = shape
+    return Measurement(device, dtype, m, n, k, status, reason=reason)
+
+
+def row(point: Measurement, peak_tflops: float | None = None, peak_source: str = "") -> Row:
+    """The point's results.csv line: every figure derived from the median of its samples, MFU
+    against `peak_tflops`, and a flag where the figure is above that dense peak."""
+    out = Row(**dataclasses.asdict(point), peak_source=peak_source)
+    if point.status != "measured":
+        return out
+    stats = ar.summarize(point.samples_s)
+    flops, nbytes = (
+        ar.matmul_flops(point.m, point.n, point.k),
+        ar.matmul_bytes(point.m, point.n, point.k, point.dtype),
+    )
+    achieved = ar.tflops(flops, stats["median_s"])
+    out.median_s, out.min_s, out.max_s, out.spread = (
+        stats["median_s"],
+        stats["min_s"],
+        stats["max_s"],
+        stats["spread"],
+    )
+    out.repeats = len(point.samples_s)
+    out.achieved_tflops = achieved
+    out.achieved_bw_gbps = ar.gbps(nbytes, stats["median_s"])
+    out.arithmetic_intensity = ar.intensity(flops, nbytes)
+    if point.power_w is not None:
+        out.joules_per_tflop = ar.joules_per_tflop(point.power_w, stats["median_s"], flops)
     if peak_tflops:
-        row.mfu = ar.mfu(achieved, peak_tflops)
+        out.peak_tflops = peak_tflops
+        out.mfu = ar.mfu(achieved, peak_tflops)
         if achieved > peak_tflops:
-            row.flag = (
+            out.flag = (
                 f"above the dense peak ({achieved:.3g} > {peak_tflops:.3g} TFLOP/s): a bug "
                 "in the timing, the FLOP count or the peak, not a result"
             )
-    if telemetry:
-        row.sm_clock_mhz = telemetry["sm_clock_mhz"]
-        row.sm_clock_max_mhz = telemetry["sm_clock_max_mhz"]
-        row.power_w = telemetry["power_w"]
-        row.temperature_max_c = telemetry["temperature_max_c"]
-        row.throttle_reasons = "+".join(telemetry["throttle_reasons"])
-        row.joules_per_tflop = ar.joules_per_tflop(row.power_w, stats["median_s"], flops)
-    return row
+    return out
 
 
-def empty_row(device: str, dtype: str, shape: list[int], status: str, reason: str) -> Row:
-    """A pending, skipped or failed row: it carries no numbers."""
-    m, n, k = shape
-    return Row(device=device, dtype=dtype, m=m, n=n, k=k, status=status, reason=reason)
-
-
-def row_from_dict(data: dict[str, Any], where: str) -> Row:
-    """A Row from JSON, or SchemaError naming the file and row at fault."""
-    names = {f.name for f in dataclasses.fields(Row)}
+def measurement_from_dict(data: Any, where: str) -> Measurement:
+    """A Measurement from JSON, or SchemaError naming the file and row at fault."""
+    if not isinstance(data, dict):
+        raise SchemaError(f"{where}: not a JSON object")
+    names = {f.name for f in dataclasses.fields(Measurement)}
     unknown, missing = set(data) - names, {"device", "dtype", "m", "n", "k", "status"} - set(data)
     if unknown or missing:
         raise SchemaError(f"{where}: unknown fields {sorted(unknown)}, missing {sorted(missing)}")
-    row = Row(**data)
-    if row.status not in STATUSES:
-        raise SchemaError(f"{where}: status {row.status!r}; allowed: {', '.join(STATUSES)}")
-    numbers = {name: getattr(row, name) for name in NUMBERS if getattr(row, name) is not None}
+    point = Measurement(**data)
+    if point.status not in STATUSES:
+        raise SchemaError(f"{where}: status {point.status!r}; allowed: {', '.join(STATUSES)}")
+    numbers = {k: getattr(point, k) for k in MEASURED_NUMBERS if getattr(point, k) is not None}
     for name, value in numbers.items():
         if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
             raise SchemaError(f"{where}: {name}={value!r}; allowed: a finite number >= 0")
-    if row.status == "measured":
-        if row.median_s is None or not row.samples_s:
-            raise SchemaError(f"{where}: measured without median_s or samples_s")
-        if abs(ar.summarize(row.samples_s)["median_s"] - row.median_s) > 1e-12 * row.median_s:
-            raise SchemaError(f"{where}: median_s {row.median_s} is not the median of samples_s")
-    elif numbers or row.samples_s:
-        raise SchemaError(f"{where}: a {row.status} row carries numbers {sorted(numbers)}")
-    return row
+    samples = point.samples_s
+    if not isinstance(samples, list) or not all(
+        isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in samples
+    ):
+        raise SchemaError(f"{where}: samples_s={point.samples_s!r}; allowed: finite seconds > 0")
+    if point.samples_s:
+        numbers["samples_s"] = point.samples_s
+    if point.status == "measured":
+        if not point.samples_s or point.check_error is None:
+            raise SchemaError(f"{where}: measured without samples_s or check_error")
+    elif numbers:
+        raise SchemaError(f"{where}: a {point.status} row carries numbers {sorted(numbers)}")
+    return point
 
 
 def read_json(path: Path) -> Any:

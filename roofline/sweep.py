@@ -9,9 +9,11 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from roofline.arithmetic import matmul_flops
-from roofline.benchmark import describe_row, measure_point, run_info, target_for
+from roofline.benchmark import run_info
+from roofline.measure import describe, measure_point, target_for
 from roofline.progress import progress, say
-from roofline.schema import empty_row
+from roofline.records import sweep_record
+from roofline.schema import empty
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,17 +32,6 @@ def sweep_shapes(sweep: DictConfig, kind: str) -> list[tuple[str, list[int]]]:
     return sorted(shapes, key=lambda item: matmul_flops(*item[1]))
 
 
-def sweep_record(name: str, dev: DictConfig, sweep: DictConfig, status: str, **extra: Any) -> dict:
-    return {
-        "device": name,
-        "sku": dev.sku,
-        "sweep": sweep.name,
-        "status": status,
-        "rows": [],
-        **extra,
-    }
-
-
 def measure_sweep(
     name: str,
     dev: DictConfig,
@@ -53,7 +44,7 @@ def measure_sweep(
     """Every (shape, dtype) of the sweep on this device until its budget runs out."""
     kind = dev.kind.name
     started, t0 = datetime.now(UTC), time.perf_counter()
-    target = target_for(dev, found, log)
+    target = target_for(kind, found, log)
     settings = SimpleNamespace(
         seed=bench.seed,
         warmup=bench.warmup,
@@ -71,16 +62,15 @@ def measure_sweep(
             bar.set_postfix_str(f"{series} {dtype} {shape}")
             if time.perf_counter() - t0 > budget:
                 reason = f"the sweep's {budget:g} s budget ran out"
-                row = empty_row(name, dtype, shape, "skipped", reason)
+                row = empty(name, dtype, shape, "skipped", reason)
             else:
                 row = measure_point(name, dtype, shape, target, settings, found)
             row.series = series
             rows.append(asdict(row))
-            log(f"[{series}] {describe_row(row)}")
+            log(f"[{series}] {describe(row)}")
     return sweep_record(
         name,
-        dev,
-        sweep,
+        sweep.name,
         "measured",
         hardware=identity,
         run=run_info(started, t0, kind),

@@ -3,10 +3,10 @@ refuse to touch results measured on hardware that is not here."""
 
 import argparse
 
-from roofline.benchmark import measure_device, pending_record
-from roofline.config import device_config, load_params
+from roofline.benchmark import measure_device
+from roofline.config import device_config, load_params, measuring
 from roofline.paths import results_path
-from roofline.records import decide
+from roofline.records import decide, pending_record
 from roofline.schema import write_json_atomic
 from stages import run
 
@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
     name = parser.parse_args(argv).device
     cfg = load_params()
-    dev = device_config(cfg, name)
+    dev = measuring(device_config(cfg, name))
     decision, found, here = decide(name, dev)
     if decision == "pending":
         record = pending_record(name, dev)

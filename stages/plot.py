@@ -1,13 +1,14 @@
-"""Stage plot: results.csv + manifest.json -> roofline.png and roofline-sweeps.png."""
+"""Stage plot: results.csv + manifest.json -> roofline.png, roofline-sweeps.png, and
+roofline.json (the interactive roofline that `dvc plots show` renders)."""
 
 import json
 
-import pandas as pd
 from matplotlib.figure import Figure
 
+from roofline.ceilings import load_table
 from roofline.paths import EXPERIMENT
-from roofline.plot import draw, draw_sweeps
-from roofline.schema import atomic_path
+from roofline.plot import draw, draw_sweeps, interactive
+from roofline.schema import atomic_path, write_json_atomic
 from stages import run
 
 
@@ -17,10 +18,11 @@ def save(fig: Figure, name: str) -> None:
 
 
 def main() -> None:
-    rows = pd.read_csv(EXPERIMENT / "results.csv")
+    rows = load_table(EXPERIMENT / "results.csv")
     manifest = json.loads((EXPERIMENT / "manifest.json").read_text())
     save(draw(rows, manifest), "roofline.png")
     save(draw_sweeps(rows, manifest), "roofline-sweeps.png")
+    write_json_atomic(EXPERIMENT / "roofline.json", interactive(rows, manifest))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,7 @@ REPORT-appendix.md (every point against the roofline's prediction, the sweeps)."
 
 import json
 
-import pandas as pd
-
+from roofline.ceilings import load_table
 from roofline.paths import EXPERIMENT
 from roofline.report import appendix, render
 from roofline.schema import write_text_atomic
@@ -12,7 +11,7 @@ from stages import run
 
 
 def main() -> None:
-    rows = pd.read_csv(EXPERIMENT / "results.csv", keep_default_na=False, na_values=[""])
+    rows = load_table(EXPERIMENT / "results.csv")
     manifest = json.loads((EXPERIMENT / "manifest.json").read_text())
     write_text_atomic(EXPERIMENT / "REPORT.md", render(rows, manifest))
     write_text_atomic(EXPERIMENT / "REPORT-appendix.md", appendix(rows, manifest))

@@ -3,11 +3,11 @@ pending for a device never measured, refused for one measured elsewhere."""
 
 import argparse
 
-from roofline.config import device_config, load_params
+from roofline.config import device_config, load_params, measuring
 from roofline.paths import sweep_path
-from roofline.records import decide
+from roofline.records import decide, sweep_record
 from roofline.schema import write_json_atomic
-from roofline.sweep import measure_sweep, sweep_record
+from roofline.sweep import measure_sweep
 from stages import run
 
 
@@ -16,12 +16,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
     name = parser.parse_args(argv).device
     cfg = load_params()
-    dev = device_config(cfg, name)
+    dev = measuring(device_config(cfg, name))
     decision, found, here = decide(name, dev)
     if decision == "pending":
-        record = sweep_record(name, dev, cfg.sweep, "pending")
+        record = sweep_record(name, cfg.sweep.name, "pending")
     elif cfg.sweep.name == "none":
-        record = sweep_record(name, dev, cfg.sweep, "measured", hardware=here)
+        record = sweep_record(name, cfg.sweep.name, "measured", hardware=here)
     else:
         record = measure_sweep(name, dev, cfg.bench, cfg.sweep, found, here)
     write_json_atomic(sweep_path(name), record)

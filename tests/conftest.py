@@ -62,3 +62,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "cuda" in item.keywords:
             item.add_marker(skip)
+
+
+def measured_row(device, dtype, shape, samples, peak, source, check_error, telemetry=None):
+    """A results.csv row for a measured point, interpreted against `peak`."""
+    from roofline.schema import measurement, row
+
+    return row(measurement(device, dtype, shape, samples, check_error, telemetry), peak, source)
+
+
+def empty_row(device, dtype, shape, status, reason):
+    from roofline.schema import empty, row
+
+    return row(empty(device, dtype, shape, status, reason))

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import yaml
 
-from roofline.compose import compose
-
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = "experiments/x4-roofline/devices"
 CPU = {"logical_cores": 2, "isa": ["avx2", "fma"], "cache_bytes": 1 << 20, "memory_bytes": 16 << 30}
@@ -107,18 +105,9 @@ def make_project(where: Path, remote: str | None = None, **remote_options: str) 
     bare git origin; its DVC remote is a local folder unless `remote` says otherwise."""
     project = where / "project"
     project.mkdir()
-    for part in ("dvc.yaml", "conf", "stages", "roofline", "hydra_plugins"):
-        if (ROOT / part).is_dir():
-            shutil.copytree(
-                ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__")
-            )
-        else:
-            shutil.copy(ROOT / part, project / part)
-    for name in ("cpu", "h100"):
-        (project / DEVICES / name).mkdir(parents=True)
-        shutil.copy(ROOT / DEVICES / name / "dvc.yaml", project / DEVICES / name)
-    # Adding a device, as the README says: its conf file, its defaults line, its stage file,
-    # and its results in aggregate's dependencies.
+    for part in ("conf", "stages", "roofline", "hydra_plugins"):
+        shutil.copytree(ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
+    # Adding a device, as the README says: its conf file and its defaults line.
     (project / "conf/device/podhost.yaml").write_text(yaml.safe_dump(PODHOST))
     cfg = yaml.safe_load((project / "conf/config.yaml").read_text())
     cfg["defaults"] = [
@@ -132,20 +121,11 @@ def make_project(where: Path, remote: str | None = None, **remote_options: str) 
     cpu_conf = yaml.safe_load((project / "conf/device/cpu.yaml").read_text())
     cpu_conf |= {"dtypes": ["float32"], "shapes": [[48, 48, 48]], "clock_ghz": 3.0}
     (project / "conf/device/cpu.yaml").write_text(yaml.safe_dump(cpu_conf))
-    (project / DEVICES / "podhost").mkdir()
-    (project / DEVICES / "podhost/dvc.yaml").write_text(
-        (ROOT / DEVICES / "cpu/dvc.yaml").read_text().replace("device: cpu", "device: podhost")
-    )
-    pipeline = yaml.safe_load((project / "dvc.yaml").read_text())
-    deps = pipeline["stages"]["aggregate"]["deps"]
-    pipeline["stages"]["aggregate"]["deps"] = [
-        d for d in deps if "/a100/" not in d and "/h200/" not in d
-    ] + [f"{DEVICES}/podhost/results.json", f"{DEVICES}/podhost/sweep.json"]
-    (project / "dvc.yaml").write_text(yaml.safe_dump(pipeline, sort_keys=False))
-    (project / "params.yaml").write_text(compose(project, []))
+    run(project, sys.executable, "-m", "roofline.compose")  # params.yaml and the pipeline files
 
     git(project, "init", "-q", "-b", "main")
     dvc(project, "init", "-q")
+    shutil.copytree(ROOT / ".dvc/plots", project / ".dvc/plots")  # the roofline's template
     dvc(project, "config", "hydra.enabled", "true")
     dvc(project, "remote", "add", "-d", "store", remote or str(where / "remote"))
     for option, value in remote_options.items():

@@ -11,7 +11,8 @@ def test_flops_and_bytes_of_a_small_matmul():
     assert ar.matmul_bytes(2, 4, 3, "float16") == 52
     assert ar.matmul_bytes(2, 4, 3, "float32") == 104
     assert ar.matmul_bytes(2, 4, 3, "tf32") == 104
-    assert ar.matmul_bytes(2, 4, 3, "float8_e4m3fn") == 26
+    # float8 reads 1-byte A and B and writes a bfloat16 C: 18 * 1 + 8 * 2.
+    assert ar.matmul_bytes(2, 4, 3, "float8_e4m3fn") == 34
 
 
 def test_intensity_of_the_labs_kernel_is_n_over_3_per_byte_of_element():
@@ -24,6 +25,8 @@ def test_intensity_of_the_labs_kernel_is_n_over_3_per_byte_of_element():
     assert ar.intensity(flops, ar.matmul_bytes(n, n, n, "float32")) == pytest.approx(
         1365.3333, abs=1e-3
     )
+    # float8: 2n^3 / (2 n^2 * 1 + n^2 * 2) = n/2, with C in bfloat16 (not n*2/3 = 5461).
+    assert ar.intensity(flops, ar.matmul_bytes(n, n, n, "float8_e4m3fn")) == 4096
 
 
 def test_rates_and_mfu():

@@ -10,12 +10,13 @@ import pytest
 from roofline.ceilings import (
     breakdown,
     measured_ceilings,
+    per_call_overheads,
     predicted_seconds,
     predictions,
     wave_quantisation,
     why,
 )
-from roofline.schema import empty_row, measured_row
+from tests.conftest import empty_row, measured_row
 
 
 def table(*rows) -> pd.DataFrame:
@@ -87,7 +88,11 @@ def test_why_names_cache_overhead_quantisation_or_memory():
         )
 
     assert "fit in the 50 MiB cache" in why(row(512, 512, 512, 1e-4, -0.5), 50 * 2**20, 1e-5, 132)
-    assert "fixed per-call cost" in why(row(64, 64, 64, 2e-5, 3.0), 50 * 2**20, 1e-5, 132)
+    # 15 µs of a 20 µs call is the fixed cost the fastest call shows.
+    assert why(row(64, 64, 64, 2e-5, 3.0), 50 * 2**20, 1.5e-5, 132).startswith(
+        "fixed per-call cost (launch, dispatch, threading): the fastest float16 call measured "
+        "spends 15 µs beyond its roofline time, 75% of this 20 µs call"
+    )
     # 8192^2 wastes 3% of slots, under the 10% that counts as quantisation.
     assert why(row(8192, 8192, 8192, 1e-3, 0.05), None, 1e-5, 132).startswith(
         "compute-bound below the best shape"
@@ -120,10 +125,13 @@ def test_gpu_breakdown_from_peak_to_achieved():
         "achieved",
     ]
     assert steps[1]["tflops"] == pytest.approx(989.4 * 1650 / 1980)  # 824.5
-    assert "92.2% of the step above" in steps[2]["note"]  # 760 / 824.5
+    assert "92.2% of the step above (at the SM clock under load)" in steps[2]["note"]  # 760 / 824.5
     # 12288^2: 96 x 48 = 4608 tiles, 35 waves (4620 slots); 8192^2: 2048 tiles, 16 waves (2112).
     assert steps[3]["tflops"] == pytest.approx(760 * (2048 / 2112) / (4608 / 4620))
-    assert "94.7% of the step above is achieved" in steps[4]["note"]
+    assert (
+        steps[4]["note"]
+        == "what remains: achieved is 94.7% of the step above (tile and wave quantisation)"
+    )
 
 
 def test_cpu_breakdown_says_what_was_not_measured():
@@ -143,5 +151,38 @@ def test_cpu_breakdown_says_what_was_not_measured():
     )
     assert steps[1]["tflops"] is None and steps[1]["note"].startswith("not measured")
     assert steps[3]["tflops"] is None and "not modelled" in steps[3]["note"]
-    assert "68.0% of the step above" in steps[2]["note"]  # 0.34 / 0.5
-    assert "94.1% of the step above is achieved" in steps[4]["note"]  # 0.32 / 0.34
+    assert "68.0% of the step above (dense peak)" in steps[2]["note"]  # 0.34 / 0.5
+    assert "achieved is 94.1% of the step above (measured compute ceiling)" in steps[4]["note"]
+
+
+def test_with_no_sweep_the_breakdown_says_the_ceiling_is_not_measured_apart():
+    head = SimpleNamespace(
+        m=8192,
+        n=8192,
+        k=8192,
+        dtype="float16",
+        peak_tflops=989.4,
+        peak_source="datasheet (dense)",
+        sm_clock_mhz=1650.0,
+        sm_clock_max_mhz=1980.0,
+        achieved_tflops=700.0,
+    )
+    itself = {"tflops": 700.0, "shape": [8192, 8192, 8192], "series": "lab"}
+    steps = breakdown(head, itself, "cuda", 132)
+    assert steps[2]["tflops"] is None
+    assert steps[2]["note"].startswith("not measured apart from this kernel")
+    assert "sweep=full" in steps[2]["note"]
+    # Quantisation then scales the clock step: 824.5 x 2048/2112 = 799.5; 700 / 799.5 = 87.6%.
+    assert steps[3]["tflops"] == pytest.approx(989.4 * 1650 / 1980 * 2048 / 2112)
+    assert steps[4]["note"] == (
+        "what remains: achieved is 87.6% of the step above (tile and wave quantisation)"
+    )
+
+
+def test_the_point_that_defines_a_ceiling_checks_nothing():
+    pred = predictions(cpu_rows(), {"cpu": 10.0}).set_index("m")
+    assert list(pred.defines_ceiling.items()) == [(1000, False), (2000, True), (1, False)]
+    # The fastest call (1x4000x4000: 8 ms against 6.4 ms predicted) is 1.6 ms over its roofline.
+    assert per_call_overheads(predictions(cpu_rows(), {"cpu": 10.0})) == {
+        "float32": pytest.approx(0.008 - 0.0064032)
+    }

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from roofline.dtypes import DTYPES
 from roofline.gpu_suite import device_files, match
 from roofline.hardware import gpu_info
-from roofline.kernels import TOLERANCE, measure_matmul, unsupported_reason
+from roofline.kernels import measure_matmul, unsupported_reason
 from roofline.lab import bench_matmul
 from roofline.telemetry import Sampler, nvml_handle, summarize
 from roofline.timing import CudaEventTimer, timer_for
@@ -54,7 +55,7 @@ def test_gpu_matmul_is_checked_then_timed(dtype):
         cache_bytes=gpu()["l2_bytes"],
     )
     assert len(point.samples) == 5 and min(point.samples) > 0
-    assert point.check_error <= TOLERANCE[dtype]
+    assert point.check_error <= DTYPES[dtype].tolerance
     assert point.buffer_sets > 1  # 1024^3 operands fit in L2: rotated
 
 
@@ -94,7 +95,7 @@ def test_float8_runs_where_supported_and_says_why_not_elsewhere():
         check_rows=16,
         cache_bytes=None,
     )
-    assert point.check_error <= TOLERANCE["float8_e4m3fn"]
+    assert point.check_error <= DTYPES["float8_e4m3fn"].tolerance
 
 
 def test_nvml_sampler_sees_the_gpu_under_load():

@@ -1,5 +1,5 @@
-"""The pipeline files: each stage depends on exactly the code it runs, and every device has its
-own stage file."""
+"""The pipeline files: generated from conf/, each stage depending on exactly the code it runs
+and the params that change its output."""
 
 import subprocess
 import sys
@@ -8,12 +8,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from roofline.compose import generated
+from roofline.pipeline import orphans
+
 ROOT = Path(__file__).resolve().parents[1]
 DEVICES = ROOT / "experiments/x4-roofline/devices"
 
 
 def imported_files(module: str) -> set[str]:
-    """The repository's own files that `python -m module` imports."""
+    """The repository's own files that `python -m module` imports, as Python sees them."""
     code = (
         f"import sys, {module}\n"
         "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))"
@@ -23,46 +26,47 @@ def imported_files(module: str) -> set[str]:
     )
     files = {Path(line).resolve() for line in out.stdout.split()}
     ours = {f.relative_to(ROOT) for f in files if f.is_relative_to(ROOT)}
-    return {
-        str(f)
-        for f in ours
-        if f.parts[0] in ("roofline", "stages") and str(f) != "roofline/__init__.py"
-    }
+    return {str(f) for f in ours if f.parts[0] in ("roofline", "stages")}
 
 
 def stages() -> list[tuple[str, dict]]:
-    found = [
-        (name, stage)
-        for name, stage in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].items()
-    ]
-    for name in ("probe", "benchmark", "sweep"):
-        found.append((name, yaml.safe_load((DEVICES / "cpu/dvc.yaml").read_text())["stages"][name]))
+    found = list(yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"].items())
+    found += list(yaml.safe_load((DEVICES / "cpu/dvc.yaml").read_text())["stages"].items())
     return found
 
 
 @pytest.mark.parametrize(("name", "stage"), stages(), ids=[n for n, _ in stages()])
-def test_each_stage_depends_on_the_code_it_imports(name, stage):
+def test_each_stage_depends_on_exactly_the_code_it_imports(name, stage):
     module = stage["cmd"].split()[2]
     code_deps = {d for d in stage["deps"] if d.endswith(".py")}
     needed = imported_files(module)
-    assert needed <= code_deps, f"{name}: add to its deps: {sorted(needed - code_deps)}"
-    if name == "probe":
-        return  # always runs; its deps only document it
-    assert code_deps <= needed, f"{name}: deps it does not import: {sorted(code_deps - needed)}"
+    assert code_deps == needed, (
+        f"{name}: missing {sorted(needed - code_deps)}, extra {sorted(code_deps - needed)}"
+    )
 
 
-def test_every_configured_device_has_its_own_stage_file_and_results_dependency():
-    config = yaml.safe_load((ROOT / "conf/config.yaml").read_text())
-    names = [
-        key.split(".")[-1]
-        for entry in config["defaults"]
-        if isinstance(entry, dict)
-        for key in entry
-        if key.startswith("device@")
+def test_measuring_stages_depend_on_measuring_params_only():
+    device = yaml.safe_load((DEVICES / "h100/dvc.yaml").read_text())["stages"]
+    assert device["benchmark"]["params"] == [
+        "bench",
+        "devices.h100.kind",
+        "devices.h100.recognise",
+        "devices.h100.dtypes",
+        "devices.h100.shapes",
     ]
-    aggregate = yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["aggregate"]["deps"]
-    template = (DEVICES / "cpu/dvc.yaml").read_text()
+    assert device["probe"]["params"] == ["devices.h100.kind", "devices.h100.recognise"]
+    assert (
+        "devices"
+        in yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]["aggregate"]["params"]
+    )
+
+
+def test_pipeline_files_are_conf_generated():
+    files = generated(ROOT, [])
+    drifted = [str(p) for p, text in files.items() if (ROOT / p).read_text() != text]
+    assert not drifted, f"{drifted} drifted from conf/: run `uv run python -m roofline.compose`"
+    names = yaml.safe_load(files[Path("params.yaml")])["devices"]
+    assert not orphans(list(names), ROOT)
+    aggregate = yaml.safe_load(files[Path("dvc.yaml")])["stages"]["aggregate"]["deps"]
     for name in names:
-        assert (DEVICES / name / "dvc.yaml").read_text() == template.replace("cpu", name)
         assert f"experiments/x4-roofline/devices/{name}/results.json" in aggregate
-        assert f"experiments/x4-roofline/devices/{name}/sweep.json" in aggregate

@@ -85,11 +85,11 @@ def test_aggregate_stops_at_a_hand_edited_row_naming_file_and_row(workspace):
                 )
             )
     edited = json.loads(paths.results_path("h100").read_text())
-    edited["rows"].append(dict(edited["rows"][0], status="measured", median_s="fast"))
+    edited["rows"].append(dict(edited["rows"][0], status="measured", samples_s="fast"))
     paths.results_path("h100").write_text(json.dumps(edited))
     with pytest.raises(SystemExit) as exit_:
         run_stage(aggregate.main)
-    assert "experiments/x4-roofline/devices/h100/results.json, row 2: median_s='fast'" in str(
+    assert "experiments/x4-roofline/devices/h100/results.json, row 2: samples_s='fast'" in str(
         exit_.value
     )
     assert not (paths.EXPERIMENT / "results.csv").exists()

@@ -4,9 +4,11 @@ import pytest
 import torch
 
 from roofline import kernels
-from roofline.benchmark import check_fits, cpu_peaks, measure_device, pending_record
-from roofline.config import ConfigError
+from roofline.benchmark import check_fits, measure_device
+from roofline.config import ConfigError, measuring
+from roofline.dtypes import DTYPES
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
+from roofline.records import pending_record
 from roofline.timing import HostTimer, sample, timer_for
 from tests.conftest import LAPTOP, config, device
 
@@ -60,10 +62,10 @@ def test_matmul_is_checked_then_timed(dtype):
         cache_bytes=1 << 16,
     )
     assert len(point.samples) == 3 and all(s > 0 for s in point.samples)
-    assert point.check_error <= kernels.TOLERANCE[dtype]
+    assert point.check_error <= DTYPES[dtype].tolerance
     # (48*32 + 32*40 + 48*40) * itemsize bytes per set against a 64 KiB cache
     assert point.buffer_sets == -(
-        -2 * (1 << 16) // ((48 * 32 + 32 * 40 + 48 * 40) * kernels.TORCH_DTYPE[dtype].itemsize)
+        -2 * (1 << 16) // ((48 * 32 + 32 * 40 + 48 * 40) * kernels.torch_dtype(dtype).itemsize)
     )
 
 
@@ -120,25 +122,16 @@ CPU = dict(
 )
 
 
-def test_cpu_peaks_come_from_cores_clock_and_isa():
-    peaks = cpu_peaks(device(**CPU), LAPTOP["cpu"], cores=2)
-    assert peaks["float32"][0] == pytest.approx(2 * 3.0 * 64 / 1000)  # AVX-512 FMA
-    assert "2 cores x 3.00 GHz" in peaks["float32"][1]
-    assert "float16" not in peaks  # no AVX512-FP16 / AMX-FP16 in LAPTOP's flags
-    assert cpu_peaks(device(**CPU, peak_tflops={"float32": 0.5}), LAPTOP["cpu"], 2)["float32"] == (
-        0.5,
-        "set in conf",
-    )
-
-
 def test_measure_device_records_measured_skipped_and_copy_rows():
     bench = config({}, repeats=2, warmup=1, copy_mib=1, min_seconds=0.0).bench
+    # Through the measuring view of the config: reading anything else of it would raise.
     record = measure_device(
-        "cpu", device(**CPU), bench, LAPTOP["cpu"], {"model": "Laptop CPU i5"}, log=lambda _: None
+        "cpu", measuring(device(**CPU)), bench, LAPTOP["cpu"], {"model": "x"}, log=lambda _: None
     )
     rows = {row["dtype"]: row for row in record["rows"]}
     assert rows["float32"]["status"] == "measured" and len(rows["float32"]["samples_s"]) == 2
-    assert rows["float32"]["peak_tflops"] == pytest.approx(0.384)
+    assert "peak_tflops" not in rows["float32"] and "sku" not in record  # measurements only
+    assert record["clock"]["ghz"] is None or record["clock"]["ghz"] > 0
     assert (
         rows["float16"]["status"] == "skipped" and "no native float16" in rows["float16"]["reason"]
     )
@@ -157,10 +150,7 @@ def test_pending_record_has_a_row_per_point_and_no_numbers():
     )
     record = pending_record("h100", dev)
     assert record["status"] == "pending" and len(record["rows"]) == 4
-    assert all(
-        r["median_s"] is None and r["mfu"] is None and "NVIDIA H100" in r["reason"]
-        for r in record["rows"]
-    )
+    assert all(not r["samples_s"] and r["check_error"] is None for r in record["rows"])
 
 
 def test_shapes_that_cannot_fit_are_refused_before_measuring():

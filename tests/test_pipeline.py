@@ -4,9 +4,12 @@ Each machine is a clone of a temporary project (tests/machines.py); what hardwar
 from a description in $ROOFLINE_HARDWARE (the probe's documented override). Measurements are
 real, on this CPU, at tiny sizes."""
 
+import csv
+import json
 import sys
 
 import pytest
+import yaml
 
 from tests.machines import (
     DEVICES,
@@ -59,7 +62,7 @@ def test_pod_running_first_measures_its_device_and_pends_the_rest(story):
     # The pod has a GPU, so its host CPU is not "the cpu": pending, never a number.
     assert results(pod, "cpu")["status"] == "pending"
     assert results(pod, "h100")["status"] == "pending"
-    assert all(row["median_s"] is None for row in results(pod, "cpu")["rows"])
+    assert all(not row["samples_s"] for row in results(pod, "cpu")["rows"])
 
 
 def test_laptop_measures_its_cpu_and_keeps_the_pulled_pod_results(story):
@@ -163,3 +166,124 @@ def test_overrides_through_dvc_exp_run(story):
     dvc(laptop, "exp", "run", "-S", "devices.cpu.shapes=[[32,32,32]]", hardware=LAPTOP)
     rows = results(laptop, "cpu")["rows"]
     assert [(r["m"], r["n"], r["k"], r["status"]) for r in rows] == [(32, 32, 32, "measured")]
+
+
+def csv_rows(clone_path) -> list[dict]:
+    with (clone_path / "experiments/x4-roofline/results.csv").open() as f:
+        return list(csv.DictReader(f))
+
+
+def deliverable(clone_path, name: str) -> bytes:
+    return (clone_path / "experiments/x4-roofline" / name).read_bytes()
+
+
+def test_a_price_or_peak_fixed_on_the_laptop_re_renders_and_measures_nothing(story):
+    laptop = clone(story["origin"], story["where"] / "laptop-price")
+    measured = raw(laptop, "podhost")
+    before = {name: deliverable(laptop, name) for name in ("roofline.png", "REPORT.md")}
+    conf = laptop / "conf/device/podhost.yaml"
+    fixed = yaml.safe_load(conf.read_text()) | {
+        "cost_per_hour": 2.69,
+        "peak_tflops": {"float32": 4.0},
+    }
+    conf.write_text(yaml.safe_dump(fixed))
+    run(laptop, sys.executable, "-m", "roofline.compose")
+    out = dvc(laptop, "repro", hardware=LAPTOP)
+    assert not {s for s in ran(out) if s.endswith((":benchmark", ":sweep"))}, out
+    assert {"aggregate", "plot", "report"} <= ran(out)
+    assert raw(laptop, "podhost") == measured
+    (row,) = [r for r in csv_rows(laptop) if r["device"] == "podhost"]
+    achieved = float(row["achieved_tflops"])
+    assert float(row["peak_tflops"]) == 4.0 and row["peak_source"] == "set in conf"
+    assert float(row["mfu"]) == pytest.approx(achieved / 4.0)
+    manifest = json.loads(deliverable(laptop, "manifest.json"))["devices"]["podhost"]
+    assert manifest["cost_per_hour_usd"] == 2.69
+    assert manifest["run_cost_usd"] == pytest.approx(2.69 * manifest["wall_s"] / 3600)
+    metrics = json.loads(deliverable(laptop, "metrics.json"))
+    assert metrics["podhost"]["float32"]["mfu"] == pytest.approx(achieved / 4.0)
+    report = deliverable(laptop, "REPORT.md").decode()
+    assert f"MFU {achieved / 4.0:.1%}" in report and "$2.69/h" in report
+    assert all(deliverable(laptop, name) != text for name, text in before.items())
+
+
+def test_exp_run_with_a_new_price_and_peak_measures_nothing(story):
+    laptop = clone(story["origin"], story["where"] / "laptop-exp-price")
+    measured = raw(laptop, "cpu")
+    out = dvc(
+        laptop,
+        "exp",
+        "run",
+        "-S",
+        "devices.cpu.cost_per_hour=0.5",
+        "-S",
+        "devices.cpu.peak_tflops.float32=2.0",
+        hardware=LAPTOP,
+    )
+    assert not {s for s in ran(out) if s.endswith((":benchmark", ":sweep"))}, out
+    assert raw(laptop, "cpu") == measured
+    (row,) = [r for r in csv_rows(laptop) if r["device"] == "cpu"]
+    assert float(row["peak_tflops"]) == 2.0
+    assert float(row["mfu"]) == pytest.approx(float(row["achieved_tflops"]) / 2.0)
+
+
+def test_a_device_is_one_conf_file_and_one_defaults_line(story):
+    laptop = clone(story["origin"], story["where"] / "laptop-new-device")
+    l40s = {
+        "kind": "cuda",
+        "sku": "NVIDIA L40S",
+        "recognise": {"gpu_name": "^NVIDIA L40S$"},
+        "peak_tflops": {"float16": 362.05},
+        "memory_bandwidth_gbps": 864,
+        "dtypes": ["float16"],
+        "shapes": [[64, 64, 64]],
+    }
+    (laptop / "conf/device/l40s.yaml").write_text(yaml.safe_dump(l40s))
+    config = laptop / "conf/config.yaml"
+    text = config.read_text()
+    config.write_text(text.replace("- sweep: none", "- device@devices.l40s: l40s\n- sweep: none"))
+    code, out = run(laptop, sys.executable, "-m", "roofline.compose", "--check", check=False)
+    assert code != 0 and "differ from conf/: run `uv run python -m roofline.compose`" in out
+    run(laptop, sys.executable, "-m", "roofline.compose")
+    out = dvc(laptop, "repro", "--dry", hardware=LAPTOP)
+    assert {"l40s:probe", "l40s:benchmark", "l40s:sweep"} <= ran(out), out
+    dvc(laptop, "repro", hardware=LAPTOP)
+    assert results(laptop, "l40s")["status"] == "pending"
+    assert "### l40s: NVIDIA L40S (pending)" in deliverable(laptop, "REPORT.md").decode()
+
+
+def plots_json(clone_path, *args: str) -> dict:
+    out = dvc(clone_path, "plots", *args, "--json", hardware=LAPTOP)
+    return json.JSONDecoder().raw_decode(out[out.index("{") :])[0]
+
+
+def test_dvc_plots_renders_an_interactive_log_log_roofline_and_diffs_two_revisions(story):
+    laptop = clone(story["origin"], story["where"] / "laptop-plots")
+    shown = plots_json(laptop, "show")
+    assert "errors" not in shown, shown.get("errors")
+    (plot,) = shown["data"]["experiments/x4-roofline/roofline.json"]
+    spec = plot["content"]
+    assert spec["encoding"]["x"]["scale"]["type"] == spec["encoding"]["y"]["scale"]["type"] == "log"
+    rows = spec["data"]["values"]
+    points = [r for r in rows if r["kind"] == "point"]
+    assert {(p["device"], p["dtype"], p["shape"]) for p in points} == {
+        ("cpu", "float32", "48x48x48"),
+        ("podhost", "float32", "40x40x40"),
+    }
+    assert all(p["tflops"] > 0 and p["mfu"] > 0 for p in points)
+    tooltip = {t["field"] for t in spec["layer"][1]["encoding"]["tooltip"]}
+    assert {"device", "dtype", "shape", "y", "mfu"} <= tooltip
+    assert {r["device"] for r in rows if r["kind"] == "roof"} == {"cpu", "h100", "podhost"}
+    # A second revision, with another peak for podhost: both revisions are drawn, apart.
+    conf = laptop / "conf/device/podhost.yaml"
+    conf.write_text(
+        yaml.safe_dump(yaml.safe_load(conf.read_text()) | {"peak_tflops": {"float32": 4.0}})
+    )
+    run(laptop, sys.executable, "-m", "roofline.compose")
+    dvc(laptop, "repro", hardware=LAPTOP)
+    (diff,) = plots_json(laptop, "diff", "HEAD")["data"]["experiments/x4-roofline/roofline.json"]
+    revs = {
+        (r["rev"], r["tflops"])
+        for r in diff["content"]["data"]["values"]
+        if r.get("source") == "datasheet" and r["device"] == "podhost"
+    }
+    assert {rev for rev, _ in revs} == {"HEAD", "workspace"} and ("workspace", 4.0) in revs

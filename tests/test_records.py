@@ -2,6 +2,7 @@
 
 import pytest
 
+from roofline.errors import RecordError
 from roofline.records import NEVER, benchmark_decision, fingerprint, probe_decision
 
 LAPTOP = {"model": "Laptop CPU", "logical_cores": 8, "isa": ["avx2"]}
@@ -39,7 +40,7 @@ def test_probe_keeps_or_marks_a_device_that_is_not_here():
 
 def test_replace_takes_over_only_from_a_machine_that_has_the_device():
     assert probe_decision("dev", fp(OTHER), LAPTOP, fp(LAPTOP), replace=True)[0] == fp(LAPTOP)
-    with pytest.raises(SystemExit, match="cannot replace"):
+    with pytest.raises(RecordError, match="cannot replace"):
         probe_decision("dev", fp(OTHER), None, None, replace=True)
 
 
@@ -51,7 +52,7 @@ def test_benchmark_measures_only_the_recorded_hardware_and_pends_the_unmeasured(
 
 @pytest.mark.parametrize("here", [None, OTHER])
 def test_benchmark_refuses_a_stale_device_measured_elsewhere(here):
-    with pytest.raises(SystemExit) as err:
+    with pytest.raises(RecordError) as err:
         benchmark_decision("h100", fp(H100), here)
     message = str(err.value)
     assert "h100" in message and "NVIDIA H100 80GB HBM3" in message

@@ -1,17 +1,24 @@
-"""The results schema, aggregation, report and plot, on recorded results with known answers."""
+"""The results schema, aggregation (measurements joined with their interpretation), report and
+plot, on recorded results with known answers."""
 
 import dataclasses
 import json
 
-import pandas as pd
 import pytest
 
 from roofline import schema
-from roofline.aggregate import load_results, manifest, results_table
-from roofline.plot import draw
+from roofline.aggregate import aggregate, load_record
+from roofline.ceilings import load_table
+from roofline.plot import draw, interactive
 from roofline.report import appendix, render
-from roofline.schema import SchemaError, empty_row, measured_row, row_from_dict, write_text_atomic
-from tests.conftest import config, device
+from roofline.schema import (
+    SchemaError,
+    empty,
+    measurement,
+    measurement_from_dict,
+    write_text_atomic,
+)
+from tests.conftest import config, device, empty_row, measured_row
 
 N = 8192
 
@@ -35,29 +42,36 @@ def test_a_result_above_the_dense_peak_is_flagged_as_a_bug():
 
 def test_pending_rows_carry_no_numbers():
     row = empty_row("a100", "float16", [N, N, N], "pending", "never measured")
-    assert all(getattr(row, name) is None for name in schema.NUMBERS)
+    numbers = [f.name for f in dataclasses.fields(row) if f.default is None]
+    assert {"median_s", "achieved_tflops", "mfu", "check_error", "power_w"} <= set(numbers)
+    assert all(getattr(row, name) is None for name in numbers) and not row.samples_s
 
 
-def good_row():
-    return dataclasses.asdict(
-        measured_row("cpu", "float32", [64, 64, 64], [2.0, 1.0, 3.0], 0.5, "x", 0.0)
-    )
+def test_a_measurement_holds_no_interpretation():
+    point = dataclasses.asdict(measurement("h100", "float16", [N, N, N], [1.0], 1e-4))
+    assert not {"peak_tflops", "mfu", "flag", "median_s", "achieved_tflops"} & set(point)
+
+
+def good_point():
+    return dataclasses.asdict(measurement("cpu", "float32", [64, 64, 64], [2.0, 1.0, 3.0], 0.0))
 
 
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
         ({"status": "great"}, "status 'great'"),
-        ({"median_s": -1.0}, "median_s=-1.0"),
-        ({"mfu": float("nan")}, "mfu=nan"),
-        ({"median_s": 1.5}, "is not the median of samples_s"),
+        ({"check_error": -1.0}, "check_error=-1.0"),
+        ({"power_w": float("nan")}, "power_w=nan"),
+        ({"samples_s": [1.0, -2.0]}, "samples_s=[1.0, -2.0]; allowed: finite seconds > 0"),
+        ({"samples_s": []}, "measured without samples_s"),
         ({"speed": 3}, "unknown fields ['speed']"),
+        ({"mfu": 0.5}, "unknown fields ['mfu']"),  # interpretation is never recorded
         ({"status": "pending"}, "a pending row carries numbers"),
     ],
 )
 def test_a_corrupt_row_names_the_file_and_row(edit, message):
     with pytest.raises(SchemaError) as err:
-        row_from_dict(good_row() | edit, "results.json, row 3")
+        measurement_from_dict(good_point() | edit, "results.json, row 3")
     assert "results.json, row 3" in str(err.value) and message in str(err.value)
 
 
@@ -75,10 +89,10 @@ def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch)
     assert list(tmp_path.iterdir()) == [path]  # no temporary file left behind
 
 
-CPU = device(
+CPU = dict(
     kind="cpu", sku="laptop", cost_per_hour=0.0, dtypes=["float32", "float16"], shapes=[[N, N, N]]
 )
-H100 = device(
+H100 = dict(
     kind="cuda",
     sku="NVIDIA H100 80GB SXM5",
     cost_per_hour=3.0,
@@ -87,21 +101,24 @@ H100 = device(
     dtypes=["float16", "bfloat16"],
     shapes=[[N, N, N]],
 )
+# The recorded CPU: 2 cores with AVX-512 (64 FLOP/cycle) at a measured 3.828125 GHz, so its
+# computed float32 peak is 2 x 3.828125 x 64 = 490 GFLOP/s.
+CPU_FOUND = {"model": "Laptop CPU", "logical_cores": 2, "isa": ["avx2", "avx512f", "fma"]}
 
 
 def recorded(tmp_path):
-    """A measured CPU (one row skipped) and a pending H100, as their results.json files."""
-    cpu_rows = [
-        measured_row(
-            "cpu", "float32", [N, N, N], [3.5, 3.4, 3.6], 0.49, "2 cores x 3.83 GHz x 64", 4e-7
-        ),
-        empty_row("cpu", "float16", [N, N, N], "skipped", "no native float16 on this CPU"),
+    """A measured CPU (one point skipped) and a pending H100, as their results.json files, and
+    their (empty) sweeps."""
+    cpu_points = [
+        measurement("cpu", "float32", [N, N, N], [3.5, 3.4, 3.6], 4e-7),
+        empty("cpu", "float16", [N, N, N], "skipped", "no native float16 on this CPU"),
     ]
     cpu = {
         "device": "cpu",
-        "sku": "laptop",
         "status": "measured",
-        "hardware": {"model": "Laptop CPU", "logical_cores": 2, "isa": ["avx2"]},
+        "hardware": CPU_FOUND,
+        "found": CPU_FOUND,
+        "clock": {"ghz": 3.828125, "source": "measured all-core clock"},
         "run": {
             "started_at": "2026-11-30T00:00:00+00:00",
             "wall_s": 7200.0,
@@ -118,34 +135,50 @@ def recorded(tmp_path):
             "gbps": 21.47,
             "samples_s": [0.1],
         },
-        "rows": [dataclasses.asdict(r) for r in cpu_rows],
+        "rows": [dataclasses.asdict(p) for p in cpu_points],
     }
     h100 = {
         "device": "h100",
-        "sku": "NVIDIA H100 80GB SXM5",
         "status": "pending",
         "rows": [
-            dataclasses.asdict(empty_row("h100", d, [N, N, N], "pending", "never measured"))
+            dataclasses.asdict(empty("h100", d, [N, N, N], "pending", "never measured"))
             for d in ("float16", "bfloat16")
         ],
     }
-    paths = {}
+    records = {}
     for name, record in {"cpu": cpu, "h100": h100}.items():
-        paths[name] = tmp_path / f"{name}.json"
-        paths[name].write_text(json.dumps(record))
-    return {name: load_results(name, path) for name, path in paths.items()}
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(record))
+        records[name] = load_record(name, path)
+    return records, {"cpu": None, "h100": None}
+
+
+def aggregated(tmp_path, cpu=None, h100=None, **bench):
+    """(results table, manifest) of the recorded results under this interpretation, the manifest
+    through JSON as the report and plot stages read it."""
+    cfg = config(
+        {"cpu": device(**CPU | (cpu or {})), "h100": device(**H100 | (h100 or {}))}, **bench
+    )
+    table, info, _ = aggregate(cfg, *recorded(tmp_path))
+    return table, json.loads(json.dumps(info))
 
 
 def test_aggregate_makes_one_row_per_point_and_a_manifest(tmp_path):
-    records = recorded(tmp_path)
-    table = results_table(records)
+    table, info = aggregated(tmp_path, seed=7)
     assert list(table.device) == ["cpu", "cpu", "h100", "h100"]
     assert list(table.status) == ["measured", "skipped", "pending", "pending"]
     assert table.loc[2:, ["median_s", "achieved_tflops", "mfu"]].isna().all().all()
     assert table.repeats.iloc[0] == 3
-    info = manifest(config({"cpu": CPU, "h100": H100}, seed=7), records)
+    assert table.peak_tflops.iloc[0] == pytest.approx(0.49)
+    assert table.peak_source.iloc[0] == (
+        "2 cores x 3.83 GHz (measured all-core clock) x 64 FLOP/cycle, AVX-512 FMA, 2 units assumed"
+    )
+    assert table.reason.iloc[2] == (
+        "never measured: run `uv run dvc repro` on a machine with NVIDIA H100 80GB SXM5"
+    )
     assert info["bench"]["seed"] == 7
     assert info["devices"]["cpu"]["run_cost_usd"] == 0.0
+    assert info["devices"]["cpu"]["peaks_used"]["float32"]["tflops"] == pytest.approx(0.49)
     assert (
         info["devices"]["h100"]["status"] == "pending"
         and "run_cost_usd" not in info["devices"]["h100"]
@@ -153,33 +186,29 @@ def test_aggregate_makes_one_row_per_point_and_a_manifest(tmp_path):
     assert info["devices"]["h100"]["datasheet"]["peak_tflops"]["float16"] == 989.4
 
 
-def test_a_run_costs_its_hours_times_the_price(tmp_path):
-    records = recorded(tmp_path)
-    priced = device(
-        **{
-            **dict(kind="cpu", sku="laptop", dtypes=["float32"], shapes=[[N, N, N]]),
-            "cost_per_hour": 1.5,
-        }
-    )
-    assert (
-        manifest(config({"cpu": priced, "h100": H100}), records)["devices"]["cpu"]["run_cost_usd"]
-        == 3.0
-    )
+def test_a_price_or_peak_changes_the_interpretation_not_the_measurement(tmp_path):
+    table, info = aggregated(tmp_path, cpu={"cost_per_hour": 1.5, "peak_tflops": {"float32": 2.0}})
+    achieved = 2 * N**3 / 3.5 / 1e12
+    assert info["devices"]["cpu"]["run_cost_usd"] == 3.0  # 2 h at $1.5/h
+    assert table.peak_tflops.iloc[0] == 2.0 and table.peak_source.iloc[0] == "set in conf"
+    assert table.mfu.iloc[0] == pytest.approx(achieved / 2.0)
+    # A conf clock replaces the measured one in the computed peak: 2 x 2.5 x 64 = 320 GFLOP/s.
+    table, _ = aggregated(tmp_path, cpu={"clock_ghz": 2.5})
+    assert table.peak_tflops.iloc[0] == pytest.approx(0.32)
+    assert "2.50 GHz (set in conf)" in table.peak_source.iloc[0]
 
 
 def test_aggregate_refuses_a_results_file_for_another_device(tmp_path):
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"device": "a100", "rows": []}))
     with pytest.raises(SchemaError, match="not a results record for device 'h100'"):
-        load_results("h100", path)
+        load_record("h100", path)
     with pytest.raises(SchemaError, match="dvc pull"):
-        load_results("h100", tmp_path / "missing.json")
+        load_record("h100", tmp_path / "missing.json")
 
 
 def test_report_explains_the_measured_and_shows_how_to_measure_the_pending(tmp_path):
-    records = recorded(tmp_path)
-    table = results_table(records)
-    text = render(table, manifest(config({"cpu": CPU, "h100": H100}), records))
+    text = render(*aggregated(tmp_path))
     assert "![roofline](roofline.png)" in text
     assert "**float32 8192×8192×8192** ran at **0.3141 TFLOP/s**" in text  # 2*8192^3 / 3.5 s
     assert "MFU 64.1%" in text  # 0.3141 / 0.49
@@ -190,11 +219,10 @@ def test_report_explains_the_measured_and_shows_how_to_measure_the_pending(tmp_p
 
 
 def test_plot_draws_every_device(tmp_path):
-    records = recorded(tmp_path)
-    info = json.loads(json.dumps(manifest(config({"cpu": CPU, "h100": H100}), records)))
+    table, info = aggregated(tmp_path)
     csv = tmp_path / "results.csv"
-    results_table(records).to_csv(csv, index=False)
-    fig = draw(pd.read_csv(csv), info)
+    table.to_csv(csv, index=False)
+    fig = draw(load_table(csv), info)
     labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
     assert any(label.startswith("h100 (pending): datasheet 3350 GB/s") for label in labels)
     assert "measured float32" in labels
@@ -207,12 +235,18 @@ def test_plot_draws_every_device(tmp_path):
 
 
 def test_report_has_the_breakdown_cost_and_roofline_check_and_an_appendix(tmp_path):
-    records = recorded(tmp_path)
-    sweep_row = measured_row("cpu", "float32", [4096, 4096, 4096], [0.4], 0.49, "computed", 0.0)
-    sweep_row.series = "square"
-    sweeps = {"cpu": {"rows": [sweep_row]}}
-    table = results_table(records, sweeps)
-    info = json.loads(json.dumps(manifest(config({"cpu": CPU, "h100": H100}), records)))
+    records, sweeps = recorded(tmp_path)
+    point = measurement("cpu", "float32", [4096, 4096, 4096], [0.4], 0.0)
+    point.series = "square"
+    sweeps["cpu"] = {
+        "sweep": "full",
+        "status": "measured",
+        "run": {"started_at": "2026-11-30T01:00:00+00:00", "wall_s": 60.0, "git_revision": "abc"},
+        "rows": [point],
+    }
+    cfg = config({"cpu": device(**CPU), "h100": device(**H100)})
+    table, info, _ = aggregate(cfg, records, sweeps)
+    info = json.loads(json.dumps(info))
     text = render(table, info)
     assert "4096×4096×4096" not in text.split("## Gaps")[0]  # the one-page table is the lab's rows
     assert "- dense peak: **0.49 TFLOP/s**" in text
@@ -222,17 +256,46 @@ def test_report_has_the_breakdown_cost_and_roofline_check_and_an_appendix(tmp_pa
         in text
     )
     assert (
-        "- achieved: **0.3141 TFLOP/s**; what remains: 91.4% of the step above is achieved" in text
+        "- achieved: **0.3141 TFLOP/s**; what remains: achieved is 91.4% of the step above "
+        "(measured compute ceiling)" in text
     )
     assert "Cost: own machine, no hourly price; the run took 7200 s." in text
-    # 8192^3 predicted at the ceiling: 1.0995e12 / 0.3436e12 = 3.2 s; measured 3.5 s: +9%.
+    # 8192^3 predicted at the ceiling: 1.0995e12 / 0.3436e12 = 3.2 s; measured 3.5 s: +9.4%.
+    # The 4096^3 point defines the ceiling, so it checks nothing.
     assert (
-        "2 compute-bound points, median |error| 4.7%, worst +9% at float32 8192×8192×8192 (lab): "
+        "1 compute-bound point, median |error| 9.4%, worst +9% at float32 8192×8192×8192 (lab): "
         "compute-bound below the best shape's rate" in text
     )
     extra = appendix(table, info)
     assert (
-        "| square | float32 | 4096×4096×4096 | 682.7 | 0.3436 | 0.4 | 0.4 | +0% | compute |"
+        "| square | float32 | 4096×4096×4096 | 682.7 | 0.3436 | 0.4 | 0.4 | its ceiling | compute |"
         in extra
     )
     assert "- lab float16 8192×8192×8192: skipped: no native float16 on this CPU" in extra
+
+
+def test_with_no_sweep_the_report_says_what_it_cannot_check(tmp_path):
+    text = render(*aggregated(tmp_path))
+    assert "Roofline check: nothing to check yet." in text and "sweep=short" in text
+    assert "median |error|" not in text  # no error that is zero by construction
+    assert "- measured compute ceiling: not measured apart from this kernel" in text
+    # The achieved figure is then a fraction of the dense peak, the last step with a number.
+    assert "what remains: achieved is 64.1% of the step above (dense peak)" in text
+    assert "which with no sweep is the lab kernel itself" in text
+
+
+def test_the_interactive_roofline_has_roof_corners_and_points_with_one_set_of_keys(tmp_path):
+    table, info = aggregated(tmp_path)
+    csv = tmp_path / "results.csv"
+    table.to_csv(csv, index=False)
+    data = interactive(load_table(csv), info)
+    assert len({tuple(sorted(d)) for d in data}) == 1  # DVC's plots need one set of keys
+    (point,) = [d for d in data if d["kind"] == "point"]
+    assert point["shape"] == "8192x8192x8192" and point["mfu"] == pytest.approx(0.641, abs=1e-3)
+    # The H100's datasheet roof: 3350 GB/s from 0.1 FLOP/byte, the ridge at 295.3, flat to 1e4.
+    h100 = [(d["arithmetic_intensity"], d["tflops"]) for d in data if d["device"] == "h100"]
+    assert h100 == [
+        (0.1, pytest.approx(0.335)),
+        (pytest.approx(989.4 / 3.35), 989.4),
+        (1e4, 989.4),
+    ]

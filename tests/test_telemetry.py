@@ -2,8 +2,8 @@
 
 import pytest
 
-from roofline.schema import measured_row
 from roofline.telemetry import Sampler, reason_names, summarize
+from tests.conftest import measured_row
 
 RECORDED = [  # as read_sample returns them: an H100 settling under a power cap
     {"t": 10.0, "sm_mhz": 1980, "mem_mhz": 2619, "power_w": 450.0, "temp_c": 51, "reasons": 0x0},

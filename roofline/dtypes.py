@@ -1,0 +1,112 @@
+"""The dtypes the lab measures, one entry each. Every per-dtype table (bytes, tolerances, CPU
+instruction sets, GPU requirements, plot markers, the config's allowed names) derives from here.
+
+Pure data: no torch import, so the arithmetic and the config can use it anywhere."""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CpuPath:
+    """One CPU instruction-set path that runs a dtype's matmul natively."""
+
+    flags: tuple[str, ...]  # CPU flags (as /proc/cpuinfo names them) that must all be present
+    flop_per_cycle: int  # per core
+    isa: str  # its name, and what the FLOP/cycle assumes
+
+
+@dataclass(frozen=True)
+class DType:
+    name: str
+    torch_name: str  # the torch dtype of the operands, as `getattr(torch, torch_name)`
+    input_bytes: int  # per element of A and B
+    output_bytes: int  # per element of C
+    # Largest allowed max|C - C_ref| / max|C_ref| against float64 on the checked rows. Rounding
+    # of the output (and, for tf32/float8, of the inputs) gives ~1e-3; a wrong kernel gives ~1.
+    tolerance: float
+    cpu: tuple[CpuPath, ...] = ()  # best first; empty: no CPU runs it natively
+    min_compute_capability: tuple[int, int] | None = None  # GPUs; None: any CUDA GPU
+    tf32: bool = False  # float32 storage, TF32 tensor-core math allowed
+    # float8 goes through torch's scaled matmul: B column-major, per-tensor scales, C in bfloat16,
+    # and every dimension a multiple of 16.
+    scaled: bool = False
+    dim_multiple: int = 1
+    marker: str = "o"  # matplotlib marker on the plots
+
+    @property
+    def b_layout(self) -> str:
+        return "column-major" if self.scaled else "row-major"
+
+    @property
+    def gpu_only(self) -> bool:
+        return not self.cpu
+
+
+# Two FMA units per core assumed: true of server cores and most client cores since Skylake.
+_AVX512_FMA = CpuPath(("avx512f",), 64, "AVX-512 FMA, 2 units assumed")
+_AVX2_FMA = CpuPath(("avx2", "fma"), 32, "AVX2 FMA, 2 units assumed")
+
+DTYPES: dict[str, DType] = {
+    d.name: d
+    for d in (
+        DType(
+            "float32",
+            "float32",
+            4,
+            4,
+            1e-4,
+            cpu=(_AVX512_FMA, _AVX2_FMA, CpuPath((), 8, "SSE")),
+            marker="o",
+        ),
+        DType("tf32", "float32", 4, 4, 1e-2, min_compute_capability=(8, 0), tf32=True, marker="D"),
+        DType(
+            "float16",
+            "float16",
+            2,
+            2,
+            1e-2,
+            cpu=(
+                CpuPath(("amx_fp16",), 1024, "AMX-FP16"),
+                CpuPath(("avx512_fp16",), 128, "AVX512-FP16, 2 units assumed"),
+            ),
+            marker="s",
+        ),
+        DType(
+            "bfloat16",
+            "bfloat16",
+            2,
+            2,
+            2e-2,
+            cpu=(
+                CpuPath(("amx_bf16",), 1024, "AMX-BF16"),
+                CpuPath(("avx512_bf16",), 128, "AVX512-BF16, 2 units assumed"),
+            ),
+            min_compute_capability=(8, 0),
+            marker="^",
+        ),
+        DType(
+            "float8_e4m3fn",
+            "float8_e4m3fn",
+            1,
+            2,  # torch's scaled matmul writes C in bfloat16
+            2e-2,
+            min_compute_capability=(8, 9),
+            scaled=True,
+            dim_multiple=16,
+            marker="*",
+        ),
+    )
+}
+NAMES = tuple(DTYPES)
+# The lab's kernel on each kind of device: a device's headline figure and roof.
+LAB_DTYPE = {"cpu": "float32", "cuda": "float16"}
+# Every CPU flag that decides whether some dtype runs natively (what the probe records).
+CPU_FLAGS = tuple(sorted({f for d in DTYPES.values() for path in d.cpu for f in path.flags}))
+
+
+def dtype(name: str) -> DType:
+    """The registry entry, or ValueError naming the dtype and the known ones."""
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ValueError(f"unknown dtype {name!r}; allowed: {', '.join(NAMES)}") from None

@@ -1,0 +1,92 @@
+"""What the measurements mean: peaks, MFU, flags and the lab's checks, from the device's conf
+(datasheet figures, prices, the lab's bands). Applied where the deliverables are rendered, never
+baked into a measurement, so a corrected price or peak re-renders without re-measuring.
+
+Pure functions over plain records and device configs (a composed DictConfig, or a conf file
+read as a dict by the GPU suite); no pandas, no omegaconf."""
+
+from typing import Any
+
+from roofline.arithmetic import cpu_flop_per_cycle, cpu_peak_tflops
+from roofline.dtypes import DTYPES
+from roofline.hardware import kind
+from roofline.schema import Measurement, Row, row
+
+LAB_CAUSES = "no warm-up, no synchronisation, a wrong FLOP count, or throttled clocks"
+
+
+def peaks(dev: Any, record: dict[str, Any]) -> dict[str, tuple[float, str]]:
+    """Dense peak TFLOP/s and where it comes from, per dtype: `peak_tflops` in the device's conf
+    (a GPU's datasheet); on a CPU, for dtypes without one, cores x clock x FLOP per cycle of the
+    best native instruction set, the clock from conf (`clock_ghz`) or as the run measured it."""
+    source = "datasheet (dense)" if kind(dev) == "cuda" else "set in conf"
+    out = {
+        dtype: (float(tflops), source)
+        for dtype, tflops in dev["peak_tflops"].items()
+        if tflops is not None
+    }
+    if kind(dev) != "cpu" or record.get("status") != "measured":
+        return out
+    cores, flags = record["found"]["logical_cores"], set(record["found"]["isa"])
+    if dev.get("clock_ghz"):
+        clock, clock_source = float(dev["clock_ghz"]), "set in conf"
+    else:
+        clock, clock_source = record["clock"]["ghz"], record["clock"]["source"]
+    for dtype in DTYPES:
+        native = cpu_flop_per_cycle(dtype, flags)
+        if dtype in out or not native or not clock:
+            continue
+        flop, isa = native
+        out[dtype] = (
+            cpu_peak_tflops(cores, clock, flop),
+            f"{cores} cores x {clock:.2f} GHz ({clock_source}) x {flop} FLOP/cycle, {isa}",
+        )
+    return out
+
+
+def no_peak(dev: Any, dtype: str, record: dict[str, Any]) -> str:
+    """Why a dtype has no peak (and so no MFU)."""
+    if kind(dev) == "cpu" and record.get("clock", {}).get("ghz") is None:
+        return (
+            f"no clock known ({record.get('clock', {}).get('source', 'not recorded')}): set "
+            "clock_ghz or peak_tflops in the device's conf file"
+        )
+    return f"no datasheet peak for {dtype}: set peak_tflops.{dtype} in the device's conf file"
+
+
+def interpret(points: list[Measurement], dev: Any, record: dict[str, Any], sku: str) -> list[Row]:
+    """results.csv rows for a device's points (its lab record's or its sweep's): each against
+    the peak of its dtype, pending ones saying where to measure them. `record` is the device's
+    lab results record, whose run the peaks come from."""
+    peak_of = peaks(dev, record)
+    rows = []
+    for point in points:
+        peak, source = peak_of.get(point.dtype, (None, no_peak(dev, point.dtype, record)))
+        out = row(point, peak, source)
+        if out.status == "pending":
+            out.reason = f"never measured: run `uv run dvc repro` on a machine with {sku}"
+        rows.append(out)
+    return rows
+
+
+def lab_checks(band: list[float] | None, done: float | None, result: Any) -> list[str]:
+    """The lab's checks on its FP16 8192^3 figure: its sanity band (+-20%) and done threshold.
+    `result` is a float16 row (a Row, or any object with its attributes)."""
+    achieved, peak = result.achieved_tflops, result.peak_tflops
+    checks = []
+    if peak and achieved > peak:
+        checks.append(f"INVALID: {achieved:.1f} TFLOP/s is above the dense peak {peak:g}")
+    if band:
+        low, high = band[0] * 0.8, band[1] * 1.2
+        where = "inside" if low <= achieved <= high else "OUTSIDE"
+        text = (
+            f"float16 {achieved:.1f} TFLOP/s is {where} the lab's sanity band "
+            f"{band[0]:g}-{band[1]:g} TFLOP/s +-20% ({low:.0f}-{high:.0f})"
+        )
+        if where == "OUTSIDE":
+            text += f"; usual causes: {LAB_CAUSES}"
+        checks.append(text)
+    if done:
+        met = "met" if achieved >= done else "NOT met"
+        checks.append(f"the lab's done threshold, {done:g} TFLOP/s in float16: {met}")
+    return checks

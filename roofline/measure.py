@@ -1,0 +1,126 @@
+"""Measure points on one device: where the kernels run (a Target), one (dtype, shape) point,
+and the copy that gives the memory ceiling. Measurements only: peaks and MFU are applied by
+the aggregate stage.
+
+Needs torch only (nvidia-ml-py for GPU telemetry), so the GPU suite runs it on a bare image."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from roofline import arithmetic as ar
+from roofline import telemetry
+from roofline.dtypes import DTYPES
+from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
+from roofline.schema import Measurement, empty, measurement, row
+from roofline.timing import timer_for
+
+
+@dataclass
+class Target:
+    """Where the kernels run, and what is known of it before they do."""
+
+    device: str  # torch device string
+    cache_bytes: int | None  # last-level cache (CPU) or L2 (GPU), for buffer rotation
+    memory_bytes: int
+    native: set[str] | None  # CPU dtypes with native hardware support
+    monitor: Callable[[], Any] | None = None  # NVML sampler for the timed window (GPUs)
+
+    @property
+    def kind(self) -> str:
+        return "cuda" if self.device.startswith("cuda") else "cpu"
+
+
+def native_cpu_dtypes(flags: set[str]) -> set[str]:
+    return {name for name in DTYPES if ar.cpu_flop_per_cycle(name, flags)}
+
+
+def cpu_target(found: dict[str, Any]) -> Target:
+    torch.set_num_threads(found["logical_cores"])  # all cores; torch.utils.benchmark would use one
+    native = native_cpu_dtypes(set(found["isa"]))
+    return Target("cpu", found.get("cache_bytes"), found["memory_bytes"], native)
+
+
+def gpu_target(found: dict[str, Any], log: Callable[[str], None]) -> Target:
+    device = f"cuda:{found['index']}"
+    torch.cuda.set_device(device)
+    try:
+        handle = telemetry.nvml_handle(found["index"], found.get("uuid"))
+        monitor = lambda: telemetry.Sampler(handle)  # noqa: E731
+    except Exception as err:  # measure anyway; the report then says telemetry is missing
+        log(f"no NVML telemetry: {err}")
+        monitor = None
+    return Target(device, found.get("l2_bytes"), found["memory_bytes"], None, monitor)
+
+
+def target_for(kind: str, found: dict[str, Any], log: Callable[[str], None]) -> Target:
+    return cpu_target(found) if kind == "cpu" else gpu_target(found, log)
+
+
+def measure_point(
+    name: str, dtype: str, shape: list[int], target: Target, bench: Any, found: dict[str, Any]
+) -> Measurement:
+    """One (dtype, shape): skipped, failed (wrong result, never timed) or measured."""
+    skip = unsupported_reason(
+        dtype, target.kind, target.native, found.get("compute_capability"), shape
+    )
+    if skip:
+        return empty(name, dtype, shape, "skipped", skip)
+    try:
+        point = measure_matmul(
+            *shape,
+            dtype,
+            target.device,
+            timer_for(target.kind),
+            seed=bench.seed,
+            warmup=bench.warmup,
+            repeats=bench.repeats,
+            check_rows=bench.check_rows,
+            cache_bytes=target.cache_bytes,
+            min_seconds=bench.min_seconds,
+            monitor=target.monitor,
+        )
+    except WrongResult as err:
+        return empty(name, dtype, shape, "failed", f"wrong result, not timed: {err}")
+    summary = telemetry.summarize(point.telemetry, found.get("max_sm_clock_mhz"))
+    return measurement(name, dtype, shape, point.samples, point.check_error, summary)
+
+
+def describe(point: Measurement, peak_tflops: float | None = None) -> str:
+    """One log line for a point (MFU when a peak is given)."""
+    r = row(point, peak_tflops)
+    where = f"{r.device} {r.dtype} {[r.m, r.n, r.k]}"
+    if r.status != "measured":
+        return f"{where}: {r.status}: {r.reason}"
+    text = f"{where}: {r.achieved_tflops:.4g} TFLOP/s"
+    if r.mfu is not None:
+        text += f", MFU {r.mfu:.1%}"
+    text += f" (median {r.median_s:.4g} s, spread {r.spread:.1%}, {r.repeats} reps)"
+    if r.sm_clock_mhz is not None:
+        text += f", SM {r.sm_clock_mhz:.0f} MHz, {r.power_w:.0f} W"
+    return text
+
+
+def measure_memory_ceiling(target: Target, bench: Any, nbytes: int) -> dict[str, Any]:
+    """A copy of `nbytes` on the device, bytes read and written both counted: its measured
+    memory-bandwidth ceiling, with every sample."""
+    samples = measure_copy(
+        nbytes,
+        target.device,
+        timer_for(target.kind),
+        seed=bench.seed,
+        warmup=bench.warmup,
+        repeats=bench.repeats,
+        min_seconds=bench.min_seconds,
+    )
+    stats = ar.summarize(samples)
+    return {
+        "bytes_moved": 2 * nbytes,
+        **stats,
+        "gbps": ar.gbps(2 * nbytes, stats["median_s"]),
+        "samples_s": samples,
+    }

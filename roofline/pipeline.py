@@ -1,0 +1,197 @@
+"""The pipeline files, generated from conf/ by `roofline.compose` (its --check catches drift):
+
+- `experiments/x4-roofline/devices/<name>/dvc.yaml` per device: probe -> benchmark and sweep,
+  with the device's own dvc.lock, so two machines committing at once never conflict;
+- `dvc.yaml`: aggregate -> plot -> report over every device.
+
+Each stage depends on exactly the code it runs (the repository's modules it imports, read
+from their import statements) and on exactly the params that change its output."""
+
+import ast
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from roofline.config import MEASURING_KEYS, PROBE_KEYS
+from roofline.paths import EXPERIMENT, device_dir, fingerprint_path, results_path, sweep_path
+
+HEADER = (
+    "# Generated from conf/ by `uv run python -m roofline.compose`: edit conf/, not this file.\n"
+    "# persist: true keeps a recorded output on disk while its stage runs, so a refused or\n"
+    "# failed run leaves it whole (DVC otherwise deletes outputs first).\n"
+)
+OUR_PACKAGES = ("roofline", "stages")
+# Outputs of a device's stages, which git leaves to DVC.
+DEVICE_OUTPUTS = ("fingerprint.json", "results.json", "sweep.json")
+
+
+def module_file(module: str, root: Path) -> Path | None:
+    """The repository file of a dotted module name, or None when it is not one of ours."""
+    base = Path(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if (root / candidate).is_file():
+            return candidate
+    return None
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Dotted names of our modules that a file imports, anywhere in it."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in names if name.split(".")[0] in OUR_PACKAGES}
+
+
+def code_deps(module: str, root: Path) -> list[str]:
+    """Every file of ours that `python -m module` runs: the module, what it imports, and so on,
+    with the packages' __init__ files."""
+    seen: set[Path] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        packages = [".".join(parts[:i]) for i in range(1, len(parts))]
+        for dotted in [*packages, name]:
+            path = module_file(dotted, root)
+            if path is not None and path not in seen:
+                seen.add(path)
+                todo += sorted(imported_modules(root / path))
+    return sorted(str(path) for path in seen)
+
+
+def stage(
+    module: str,
+    root: Path,
+    *args: str,
+    wdir: str | None = None,
+    deps: list[Path | str] = (),
+    params: list[str] | None = None,
+    **rest: Any,
+) -> dict[str, Any]:
+    """A stage running `python -m module args`, depending on `deps` and on its own code."""
+    out: dict[str, Any] = {"cmd": " ".join(["python", "-m", module, *args])}
+    if wdir:
+        out["wdir"] = wdir
+    out["deps"] = [*map(str, deps), *code_deps(module, root)]
+    if params:
+        out["params"] = params
+    return out | rest
+
+
+def device_pipeline(name: str, root: Path) -> dict[str, Any]:
+    """One device's measuring stages, run from the repository root."""
+    top = "/".join([".."] * len(device_dir(name).parts))
+    fingerprint = str(fingerprint_path(name))
+
+    def keys(which: tuple[str, ...]) -> list[str]:
+        return [f"devices.{name}.{key}" for key in which]
+
+    def kept(path: Path) -> list[dict[str, Any]]:
+        return [{str(path): {"persist": True}}]
+
+    return {
+        "stages": {
+            "probe": stage(
+                "stages.probe",
+                root,
+                name,
+                wdir=top,
+                always_changed=True,  # cheap; its output changes only with the hardware or torch
+                params=keys(PROBE_KEYS),
+                outs=kept(fingerprint_path(name)),
+            ),
+            "benchmark": stage(
+                "stages.benchmark",
+                root,
+                name,
+                wdir=top,
+                deps=[fingerprint],
+                params=["bench", *keys(MEASURING_KEYS)],
+                outs=kept(results_path(name)),
+            ),
+            "sweep": stage(
+                "stages.sweep",
+                root,
+                name,
+                wdir=top,
+                deps=[fingerprint],
+                params=["bench", "sweep", *keys(MEASURING_KEYS)],
+                outs=kept(sweep_path(name)),
+            ),
+        }
+    }
+
+
+def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
+    """aggregate -> plot -> report over every device's recorded results."""
+    recorded = [p for name in names for p in (results_path(name), sweep_path(name))]
+    table, manifest = EXPERIMENT / "results.csv", EXPERIMENT / "manifest.json"
+
+    def untracked(*paths: Path) -> list[dict[str, Any]]:  # small, text, diffed in git
+        return [{str(path): {"cache": False}} for path in paths]
+
+    return {
+        "stages": {
+            "aggregate": stage(
+                "stages.aggregate",
+                root,
+                deps=recorded,
+                params=["bench", "sweep", "devices"],  # interpretation: peaks, prices, bands
+                outs=untracked(table, manifest),
+                metrics=untracked(EXPERIMENT / "metrics.json"),
+            ),
+            "plot": stage(
+                "stages.plot",
+                root,
+                deps=[table, manifest],
+                outs=untracked(
+                    EXPERIMENT / "roofline.png",
+                    EXPERIMENT / "roofline-sweeps.png",
+                    EXPERIMENT / "roofline.json",
+                ),
+            ),
+            "report": stage(
+                "stages.report",
+                root,
+                deps=[table, manifest],
+                outs=untracked(EXPERIMENT / "REPORT.md", EXPERIMENT / "REPORT-appendix.md"),
+            ),
+        },
+        # `dvc plots show` / `dvc plots diff`: the roofline, interactive (template in
+        # .dvc/plots/roofline.json: roofs, and every point with its shape, TFLOP/s and MFU).
+        "plots": [
+            {
+                str(EXPERIMENT / "roofline.json"): {
+                    "template": "roofline",
+                    "x": "arithmetic_intensity",
+                    "y": "tflops",
+                    "title": "Dense matmul roofline",
+                }
+            },
+            str(EXPERIMENT / "roofline.png"),
+            str(EXPERIMENT / "roofline-sweeps.png"),
+        ],
+    }
+
+
+def dump(pipeline: dict[str, Any]) -> str:
+    return HEADER + yaml.safe_dump(pipeline, sort_keys=False, width=100)
+
+
+def pipeline_files(names: list[str], root: Path) -> dict[Path, str]:
+    """Every generated file (relative to the root) and its text, for these devices."""
+    files = {Path("dvc.yaml"): dump(lab_pipeline(names, root))}
+    for name in names:
+        files[device_dir(name) / "dvc.yaml"] = dump(device_pipeline(name, root))
+        files[device_dir(name) / ".gitignore"] = "".join(f"/{out}\n" for out in DEVICE_OUTPUTS)
+    return files
+
+
+def orphans(names: list[str], root: Path) -> list[Path]:
+    """Device pipeline files whose device is no longer configured."""
+    found = sorted((root / EXPERIMENT / "devices").glob("*/dvc.yaml"))
+    return [path.relative_to(root) for path in found if path.parent.name not in names]
