@@ -1,5 +1,6 @@
-"""Measure a device on a rented pod through SkyPilot (cloud/<device>.yaml), after saying what it
-should cost, and hand the device's dvc.lock back for you to commit.
+"""Measure a device on a rented pod through SkyPilot (cloud/<device>.yaml, generated from its
+conf file), after saying what it should cost, and hand the device's dvc.lock back for you to
+commit.
 
     uv run --group cloud python -m roofline.cloud h100 [--minutes 30] [--dry-run]
 
@@ -11,14 +12,11 @@ AWS_SECRET_ACCESS_KEY in your shell; nothing is written to disk on the way."""
 import argparse
 import shlex
 import subprocess
-import sys
-from pathlib import Path
 
 from roofline.config import device_config, load_params
-from roofline.errors import ConfigError
+from roofline.errors import ConfigError, RooflineError, run
 from roofline.paths import device_dir
-
-SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+from roofline.pipeline import SECRETS, task_path
 
 
 def expected_cost(cost_per_hour: float | None, minutes: float) -> str:
@@ -31,7 +29,7 @@ def commands(name: str) -> list[list[str]]:
     cluster, lock = f"roofline-{name}", device_dir(name) / "dvc.lock"
     secrets = [arg for secret in SECRETS for arg in ("--secret", secret)]
     return [
-        ["sky", "launch", "-c", cluster, f"cloud/{name}.yaml", *secrets],
+        ["sky", "launch", "-c", cluster, str(task_path(name)), *secrets],
         [
             "rsync",
             "-a",
@@ -60,13 +58,13 @@ def main(argv: list[str] | None = None) -> None:
         "--dry-run", action="store_true", help="print the cost and the commands only"
     )
     args = parser.parse_args(argv)
-    try:
-        dev = device_config(load_params(), args.device)
-    except ConfigError as err:
-        sys.exit(f"error: {err}")
-    if not Path(f"cloud/{args.device}.yaml").exists():
-        known = ", ".join(sorted(p.stem for p in Path("cloud").glob("*.yaml")))
-        sys.exit(f"error: no cloud/{args.device}.yaml; task files exist for: {known}")
+    dev = device_config(load_params(), args.device)
+    if not task_path(args.device).exists():
+        known = ", ".join(sorted(p.stem for p in task_path(args.device).parent.glob("*.yaml")))
+        raise ConfigError(
+            f"no {task_path(args.device)}; task files exist for: {known} (a GPU device gets one "
+            "from its sky_accelerators: `uv run python -m roofline.compose`)"
+        )
     print(
         f"{args.device} ({dev.sku}): expected cost {expected_cost(dev.cost_per_hour, args.minutes)}"
     )
@@ -75,10 +73,10 @@ def main(argv: list[str] | None = None) -> None:
         for command in (launch, fetch):
             say_and_run(command, args.dry_run)
     except subprocess.CalledProcessError as err:
-        sys.exit(
-            f"error: `{shlex.join(err.cmd)}` failed ({err.returncode}); the pod was taken down, "
+        raise RooflineError(
+            f"`{shlex.join(err.cmd)}` failed ({err.returncode}); the pod was taken down, "
             "nothing here changed"
-        )
+        ) from err
     finally:
         say_and_run(down, args.dry_run)  # never leave a pod billing
     lock = device_dir(args.device) / "dvc.lock"
@@ -88,4 +86,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

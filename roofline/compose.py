@@ -46,8 +46,7 @@ def generated(root: Path, overrides: list[str]) -> dict[Path, str]:
         params = compose(root, overrides)
     except Exception as err:  # Hydra names the bad override or value
         raise ConfigError(explain(err)) from err
-    names = list(yaml.safe_load(params)["devices"])
-    return {PARAMS_FILE: params} | pipeline_files(names, root)
+    return {PARAMS_FILE: params} | pipeline_files(yaml.safe_load(params)["devices"], root)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -61,7 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     files = generated(root, args.overrides)
     names = list(yaml.safe_load(files[PARAMS_FILE])["devices"])
     changed = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
-    stale = orphans(names, root)
+    stale = orphans(files, root)
     if args.check:
         if changed or stale:
             listed = ", ".join(map(str, changed + stale))
@@ -74,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"wrote {path}")
     for path in stale:  # only the generated file: the device's results and lock stay
         (root / path).unlink()
-        print(f"removed {path}: its device is no longer in conf/config.yaml")
+        print(f"removed {path}: conf/ no longer makes it")
     cfg = load_params(root / PARAMS_FILE)
     for name in names:
         # A new device starts as never measured, recorded as a machine without it records it,

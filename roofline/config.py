@@ -56,6 +56,9 @@ class DeviceConfig:
     lab_done_tflops: dict[str, float] = field(default_factory=dict)
     dtypes: list[DType] = field(default_factory=list)
     shapes: list[list[int]] = field(default_factory=list)
+    # GPUs: SkyPilot's accelerator names for this device, in order of preference (the SXM name
+    # first where a cloud has one); empty: no pod task file.
+    sky_accelerators: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -2,7 +2,8 @@
 
 - `experiments/x4-roofline/devices/<name>/dvc.yaml` per device: probe -> benchmark and sweep,
   with the device's own dvc.lock, so two machines committing at once never conflict;
-- `dvc.yaml`: aggregate -> plot -> report over every device.
+- `dvc.yaml`: aggregate -> plot -> report over every device;
+- `cloud/<name>.yaml` per GPU device with SkyPilot accelerators: the pod that measures it.
 
 Each stage depends on exactly the code it runs (the repository's modules it imports, read
 from their import statements) and on exactly the params that change its output."""
@@ -16,11 +17,27 @@ import yaml
 from roofline.config import MEASURING_KEYS, PROBE_KEYS
 from roofline.paths import EXPERIMENT, device_dir, fingerprint_path, results_path, sweep_path
 
-HEADER = (
+GENERATED = (
     "# Generated from conf/ by `uv run python -m roofline.compose`: edit conf/, not this file.\n"
+)
+HEADER = GENERATED + (
     "# persist: true keeps a recorded output on disk while its stage runs, so a refused or\n"
     "# failed run leaves it whole (DVC otherwise deletes outputs first).\n"
 )
+# The pod's set-up and run. The standalone uv installer works where the image's Python is
+# "externally managed" (PEP 668) and pip refuses to install.
+POD_SETUP = """set -e
+command -v uv || curl -LsSf https://astral.sh/uv/install.sh | sh
+export PATH="$HOME/.local/bin:$PATH"
+uv sync --locked
+"""
+POD_RUN = """set -e
+export PATH="$HOME/.local/bin:$PATH"
+uv run dvc pull --allow-missing
+uv run dvc repro
+uv run python -m roofline.sync push
+"""
+SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # the DVC remote's, from your shell
 OUR_PACKAGES = ("roofline", "stages")
 # Outputs of a device's stages, which git leaves to DVC.
 DEVICE_OUTPUTS = ("fingerprint.json", "results.json", "sweep.json")
@@ -126,6 +143,24 @@ def device_pipeline(name: str, root: Path) -> dict[str, Any]:
     }
 
 
+def task_file(name: str, dev: dict[str, Any]) -> dict[str, Any]:
+    """The SkyPilot task that measures a GPU device on a rented pod: the accelerators in the
+    device's order of preference, taken down when idle so a lost laptop leaves nothing billing."""
+    return {
+        "name": f"roofline-{name}",
+        "resources": {
+            "accelerators": [f"{accelerator}:1" for accelerator in dev["sky_accelerators"]],
+            "disk_size": 100,
+            "autostop": {"idle_minutes": 10, "down": True},
+        },
+        "workdir": ".",  # this repository, .git included, as ~/sky_workdir on the pod
+        "envs": {"DEVICE": name},
+        "secrets": dict.fromkeys(SECRETS, ""),  # values from `--secret NAME`, never on disk
+        "setup": POD_SETUP,
+        "run": POD_RUN,
+    }
+
+
 def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
     """aggregate -> plot -> report over every device's recorded results."""
     recorded = [p for name in names for p in (results_path(name), sweep_path(name))]
@@ -178,20 +213,41 @@ def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
     }
 
 
-def dump(pipeline: dict[str, Any]) -> str:
-    return HEADER + yaml.safe_dump(pipeline, sort_keys=False, width=100)
+class Dumper(yaml.SafeDumper):
+    """Multi-line strings (a task's shell script) as YAML literal blocks, readable as written."""
 
 
-def pipeline_files(names: list[str], root: Path) -> dict[Path, str]:
-    """Every generated file (relative to the root) and its text, for these devices."""
+Dumper.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+    ),
+)
+
+
+def dump(pipeline: dict[str, Any], header: str = HEADER) -> str:
+    return header + yaml.dump(pipeline, Dumper=Dumper, sort_keys=False, width=100)
+
+
+def task_path(name: str) -> Path:
+    return Path("cloud") / f"{name}.yaml"
+
+
+def pipeline_files(devices: dict[str, dict[str, Any]], root: Path) -> dict[Path, str]:
+    """Every generated file (relative to the root) and its text, for these devices (plain
+    dicts, as composed into params.yaml)."""
+    names = list(devices)
     files = {Path("dvc.yaml"): dump(lab_pipeline(names, root))}
-    for name in names:
+    for name, dev in devices.items():
         files[device_dir(name) / "dvc.yaml"] = dump(device_pipeline(name, root))
         files[device_dir(name) / ".gitignore"] = "".join(f"/{out}\n" for out in DEVICE_OUTPUTS)
+        if dev["kind"] == "cuda" and dev["sky_accelerators"]:
+            launch = f"# Launch: uv run --group cloud python -m roofline.cloud {name}\n"
+            files[task_path(name)] = dump(task_file(name, dev), GENERATED + launch)
     return files
 
 
-def orphans(names: list[str], root: Path) -> list[Path]:
-    """Device pipeline files whose device is no longer configured."""
-    found = sorted((root / EXPERIMENT / "devices").glob("*/dvc.yaml"))
-    return [path.relative_to(root) for path in found if path.parent.name not in names]
+def orphans(files: dict[Path, str], root: Path) -> list[Path]:
+    """Generated files (device pipelines, task files) that these devices no longer make."""
+    found = [*(root / EXPERIMENT / "devices").glob("*/dvc.yaml"), *(root / "cloud").glob("*.yaml")]
+    return sorted(path.relative_to(root) for path in found if path.relative_to(root) not in files)

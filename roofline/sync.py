@@ -7,10 +7,11 @@ DVC does the transfer. A pull fetches everything before it checks anything out, 
 pull leaves the workspace as it was; a push never touches it."""
 
 import argparse
-import sys
 from urllib.parse import urlparse
 
 from dvc.repo import Repo
+
+from roofline.errors import ConfigError, RooflineError, run
 
 CHECKS = {
     "s3": "the bucket exists and `endpointurl` (R2, B2, MinIO) is reachable from here; credentials: "
@@ -28,11 +29,17 @@ def remote_of(repo: Repo, name: str | None) -> tuple[str, str]:
     """(name, URL) of the remote a push or pull would use."""
     remotes = repo.config["remote"]
     name = name or repo.config["core"].get("remote")
-    if not name or name not in remotes:
-        known = ", ".join(remotes) or "none"
-        raise SystemExit(
-            f"no remote {name!r}; configured: {known}. Add one with "
-            "`uv run dvc remote add -d NAME URL` (README: laptop -> pod -> laptop)"
+    known = ", ".join(remotes) or "none"
+    if not name:
+        raise ConfigError(
+            f"no default DVC remote is set (remotes configured: {known}). Add one with "
+            "`uv run dvc remote add -d NAME URL`, or name one with `-r NAME` "
+            "(README: laptop -> pod -> laptop)"
+        )
+    if name not in remotes:
+        raise ConfigError(
+            f"no DVC remote {name!r}; remotes configured: {known}. Add it with "
+            f"`uv run dvc remote add {name} URL` (README: laptop -> pod -> laptop)"
         )
     return name, remotes[name]["url"]
 
@@ -63,14 +70,12 @@ def main(argv: list[str] | None = None) -> None:
             done = repo.push(remote=name)
         else:
             done = repo.pull(remote=name, allow_missing=args.allow_missing)
-    except (
-        Exception
-    ) as err:  # DVC and its filesystems raise many kinds; each is reported the same way
-        sys.exit(explain(args.verb, name, url, err))
+    except Exception as err:  # DVC and its filesystems raise many kinds; each is reported alike
+        raise RooflineError(explain(args.verb, name, url, err)) from err
     print(
         f"{args.verb} with remote '{name}' ({url}): {done if isinstance(done, int) else done.get('stats', done)}"
     )
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

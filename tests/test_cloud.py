@@ -1,15 +1,21 @@
-"""The SkyPilot task files, validated offline with SkyPilot's own loader (no cloud call), and
-the launcher's cost line and commands."""
+"""The SkyPilot task files (generated from conf/), validated offline with SkyPilot's own
+loader (no cloud call), and the launcher's cost line and commands."""
 
 from pathlib import Path
 
 import pytest
 import yaml
 
-from roofline.cloud import SECRETS, commands, expected_cost
+from roofline.cloud import commands, expected_cost
+from roofline.pipeline import SECRETS
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU_NAMES = {"a100": "A100-80GB", "h100": "H100", "h200": "H200"}  # SkyPilot's accelerator names
+# SkyPilot's accelerator names, the SXM variant preferred where a cloud names it.
+GPU_NAMES = {
+    "a100": ["A100-80GB-SXM", "A100-80GB"],
+    "h100": ["H100-SXM", "H100"],
+    "h200": ["H200-SXM", "H200"],
+}
 
 
 @pytest.mark.parametrize("device", sorted(GPU_NAMES))
@@ -18,10 +24,13 @@ def test_task_file_validates_with_skypilots_loader(device):
         "sky", reason="SkyPilot is the optional `cloud` group: uv sync --group cloud"
     )
     task = sky.Task.from_yaml(str(ROOT / f"cloud/{device}.yaml"))
-    (resources,) = task.resources
-    assert resources.accelerators == {GPU_NAMES[device]: 1}
+    assert [r.accelerators for r in task.resources] == [{n: 1} for n in GPU_NAMES[device]]
+    # Taken down when idle: a laptop that goes away leaves nothing billing.
+    autostop = task.resources[0].autostop_config
+    assert autostop.enabled and autostop.down and autostop.idle_minutes == 10
     assert task.name == f"roofline-{device}" and task.workdir == "."
     assert set(task.secrets) == set(SECRETS) and task.envs == {"DEVICE": device}
+    assert "curl -LsSf https://astral.sh/uv/install.sh | sh" in task.setup  # PEP 668 images
     assert "uv sync --locked" in task.setup
     steps = [line.strip() for line in task.run.splitlines()]
     assert steps[-3:] == [

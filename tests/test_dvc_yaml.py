@@ -66,7 +66,7 @@ def test_pipeline_files_are_conf_generated():
     drifted = [str(p) for p, text in files.items() if (ROOT / p).read_text() != text]
     assert not drifted, f"{drifted} drifted from conf/: run `uv run python -m roofline.compose`"
     names = yaml.safe_load(files[Path("params.yaml")])["devices"]
-    assert not orphans(list(names), ROOT)
+    assert not orphans(files, ROOT)
     aggregate = yaml.safe_load(files[Path("dvc.yaml")])["stages"]["aggregate"]["deps"]
     for name in names:
         assert f"experiments/x4-roofline/devices/{name}/results.json" in aggregate

@@ -93,3 +93,20 @@ def test_aggregate_stops_at_a_hand_edited_row_naming_file_and_row(workspace):
         exit_.value
     )
     assert not (paths.EXPERIMENT / "results.csv").exists()
+
+
+def test_sync_without_a_remote_says_which_is_missing_and_how_to_add_one(tmp_path, monkeypatch):
+    from dvc.repo import Repo
+
+    from roofline import errors, sync
+
+    Repo.init(tmp_path, no_scm=True).close()
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        errors.run(lambda: sync.main(["push"]))
+    message = str(exit_.value)
+    assert message.startswith("error: no default DVC remote is set (remotes configured: none)")
+    assert "`uv run dvc remote add -d NAME URL`" in message and "None" not in message
+    with pytest.raises(SystemExit) as exit_:
+        errors.run(lambda: sync.main(["pull", "-r", "backup"]))
+    assert "no DVC remote 'backup'; remotes configured: none" in str(exit_.value)
