@@ -17,6 +17,11 @@ from roofline.ceilings import (
 )
 
 
+def times(ratio: float) -> str:
+    """A ratio as "3.1×" or "120×": two significant figures, never in exponent form."""
+    return f"{ratio:.0f}×" if ratio >= 10 else f"{ratio:.2g}×"
+
+
 def _num(value: Any, fmt: str) -> str:
     return (
         ""
@@ -75,7 +80,7 @@ def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
         side = "compute" if head.arithmetic_intensity > ridge else "memory"
         parts.append(
             f"Its intensity, {head.arithmetic_intensity:.1f} FLOP/byte, is "
-            f"{head.arithmetic_intensity / ridge:.2g}× the ridge of the dense peak over the "
+            f"{times(head.arithmetic_intensity / ridge)} the ridge of the dense peak over the "
             f"measured copy bandwidth ({copy['gbps']:.1f} GB/s: ridge {ridge:.1f} FLOP/byte), so "
             f"it is {side}-bound: "
             f"moving its operands once at that rate takes {move_s:.3g} s, "
@@ -262,9 +267,12 @@ def render(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
             else f"over the lab kernel and the {sweep} sweep; "
         )
         + "the copy bandwidth). Every sample, version, seed and cost is in "
-        "`devices/<name>/*.json` and `manifest.json`; each point's prediction"
-        + (" and the sweeps" if sweep != "none" else "")
-        + " are in [the appendix](REPORT-appendix.md).",
+        "`devices/<name>/*.json` and `manifest.json`; [the appendix](REPORT-appendix.md) has "
+        + (
+            "each point's prediction and the sweeps."
+            if sweep != "none"
+            else "each point's prediction."
+        ),
         "",
         "![roofline](roofline.png)",
         "",
