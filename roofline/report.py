@@ -291,7 +291,9 @@ def appendix(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
         "# Appendix: every measured point against the roofline's prediction",
         "",
         f"Sweep: {manifest.get('sweep', 'none')}. Predicted time = max(FLOPs / measured ceiling of "
-        "the dtype, bytes / measured copy bandwidth); error = measured / predicted - 1.",
+        "the dtype, bytes / measured copy bandwidth); error = measured / predicted - 1. Each "
+        "dtype's best point defines its ceiling, so its prediction is exact by construction: "
+        "its error reads \"defines it\".",
         "",
         "![sweeps](roofline-sweeps.png)",
     ]
@@ -308,13 +310,14 @@ def appendix(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
             "|---|---|---|---:|---:|---:|---:|---:|---|",
         ]
         for r in pred.itertuples():
-            error = "its ceiling" if r.defines_ceiling else f"{r.error:+.0%}"
+            error = "defines it" if r.defines_ceiling else f"{r.error:+.0%}"
             out.append(
                 f"| {r.series} | {r.dtype} | {r.m}×{r.n}×{r.k} | {r.arithmetic_intensity:.1f} | "
                 f"{r.achieved_tflops:.4g} | {r.median_s:.3g} | {r.predicted_s:.3g} | "
                 f"{error} | {r.bound} |"
             )
         skipped = rows[(rows.device == name) & (rows.status != "measured")]
+        out += [""] if not skipped.empty else []
         out += [
             f"- {r.series} {r.dtype} {r.m}×{r.n}×{r.k}: {r.status}: {r.reason}"
             for r in skipped.itertuples()

@@ -268,7 +268,7 @@ def test_report_has_the_breakdown_cost_and_roofline_check_and_an_appendix(tmp_pa
     )
     extra = appendix(table, info)
     assert (
-        "| square | float32 | 4096×4096×4096 | 682.7 | 0.3436 | 0.4 | 0.4 | its ceiling | compute |"
+        "| square | float32 | 4096×4096×4096 | 682.7 | 0.3436 | 0.4 | 0.4 | defines it | compute |"
         in extra
     )
     assert "- lab float16 8192×8192×8192: skipped: no native float16 on this CPU" in extra
