@@ -3,16 +3,18 @@ as the device's results record. Measurements only: the aggregate stage interpret
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from roofline import arithmetic as ar
-from roofline.errors import ConfigError
+from roofline.errors import ConfigError, HardwareError
 from roofline.hardware import cpu_clock
 from roofline.measure import describe, measure_memory_ceiling, measure_point, target_for
 from roofline.progress import progress, say
@@ -23,16 +25,40 @@ if TYPE_CHECKING:
     from omegaconf import DictConfig
 
 
-def check_fits(name: str, dev: DictConfig, memory_bytes: int) -> None:
+def check_fits(name: str, dev: DictConfig, memory_bytes: int, copy_bytes: int) -> None:
     """Refuse, before measuring anything, a shape whose operands (and the float64 copy of B
-    the correctness check makes) cannot fit in this device's memory."""
+    the correctness check makes), or a copy buffer (source and destination), that cannot fit
+    in this device's memory."""
+    allowed = f"allowed: at most 80% of this device's {memory_bytes / 1e9:.1f} GB"
     for dtype, (m, n, k) in points(dev):
         need = ar.matmul_bytes(m, n, k, dtype) + k * n * 8
         if need > 0.8 * memory_bytes:
             raise ConfigError(
                 f"devices.{name}.shapes has {[m, n, k]}: {dtype} needs {need / 1e9:.1f} GB with "
-                f"its check; allowed: at most 80% of this device's {memory_bytes / 1e9:.1f} GB"
+                f"its check; {allowed}"
             )
+    if 2 * copy_bytes > 0.8 * memory_bytes:
+        raise ConfigError(
+            f"bench.copy_mib={copy_bytes >> 20}: its two buffers need "
+            f"{2 * copy_bytes / 1e9:.1f} GB; {allowed}"
+        )
+
+
+# Room a measuring stage needs on disk: its record (every sample: up to ~250 kB a point), the
+# copy DVC keeps in its cache, and margin for DVC's own temporary files.
+RECORD_BYTES_PER_POINT = 1 << 20
+DISK_MARGIN_BYTES = 64 << 20
+
+
+def check_disk(output: Path, points: int) -> None:
+    """Refuse, before measuring anything, a disk that could not take what the stage writes."""
+    free = shutil.disk_usage(output.parent if output.parent.exists() else ".").free
+    need = 2 * points * RECORD_BYTES_PER_POINT + DISK_MARGIN_BYTES
+    if free < need:
+        raise HardwareError(
+            f"only {free / 2**20:.0f} MiB free on the disk of {output}; writing it and its DVC "
+            f"cache copy needs about {need / 2**20:.0f} MiB: free some space, then run again"
+        )
 
 
 def run_info(started: datetime, t0: float, kind: str) -> dict[str, Any]:
@@ -52,14 +78,15 @@ def measure_device(
     dev: DictConfig,
     bench: DictConfig,
     found: dict[str, Any],
-    identity: dict[str, Any],
+    fingerprint: dict[str, Any],
     log: Callable[[str], None] = say,
 ) -> dict[str, Any]:
-    """Every point of a device, then its copy bandwidth (and a CPU's clock), as its record."""
+    """Every point of a device, then its copy bandwidth (and a CPU's clock), as its record,
+    with the fingerprint (hardware, torch) it was measured under."""
     kind = dev.kind.name
     started, t0 = datetime.now(UTC), time.perf_counter()
     target = target_for(kind, found, log)
-    check_fits(name, dev, target.memory_bytes)
+    check_fits(name, dev, target.memory_bytes, bench.copy_mib * 2**20)
     rows = []
     with progress(points(dev), name) as bar:
         for dtype, shape in bar:
@@ -71,7 +98,8 @@ def measure_device(
     record = {
         "device": name,
         "status": "measured",
-        "hardware": identity,
+        "hardware": fingerprint["hardware"],
+        "fingerprint": fingerprint,
         "found": {k: v for k, v in found.items() if k != "uuid"},
         "run": run_info(started, t0, kind),
         "memory": memory,

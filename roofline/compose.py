@@ -17,7 +17,7 @@ from roofline.config import PARAMS_FILE, load_params, measuring
 from roofline.errors import ConfigError, run
 from roofline.paths import fingerprint_path, results_path, sweep_path
 from roofline.pipeline import orphans, pipeline_files
-from roofline.records import lock_records_fingerprint, never_measured, pending_record, sweep_record
+from roofline.records import lock_records_results, never_measured, pending_record, sweep_record
 from roofline.schema import write_json_atomic, write_text_atomic
 
 
@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
         # A new device starts as never measured, recorded as a machine without it records it,
         # so that `dvc repro --dry` can plan its stages (DVC's dry run fails on a missing
         # dependency, iterative/dvc#9818); the first `dvc repro` replaces these records.
-        if fingerprint_path(name).exists() or lock_records_fingerprint(name):
+        if results_path(name).exists() or lock_records_results(name):
             continue
         dev = measuring(cfg.devices[name])
         write_json_atomic(fingerprint_path(name), never_measured(name))

@@ -4,6 +4,7 @@
 into `params.yaml`; stages read `params.yaml` through `load_params`, so both paths go through
 this one schema."""
 
+import subprocess
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -95,8 +96,10 @@ class Config:
     devices: dict[str, DeviceConfig] = field(default_factory=dict)
 
 
-def check(cfg: DictConfig) -> None:
-    """Raise ConfigError listing every value the schema's types let through but is wrong."""
+def check(cfg: DictConfig, conf: Path | None = None) -> None:
+    """Raise ConfigError listing every value the schema's types let through but is wrong.
+    `conf` is the conf/ directory the config was composed from, whose sweeps are the known
+    ones."""
     errors = []
     if cfg.bench.repeats < 1 or cfg.bench.warmup < 0 or cfg.bench.check_rows < 1:
         errors.append(
@@ -120,6 +123,12 @@ def check(cfg: DictConfig) -> None:
         errors.append(f"sweep {sweep.name!r} has a size below 1; allowed: positive integers")
     if any(len(shape) != 3 for shapes in sweep.best_shape.values() for shape in shapes):
         errors.append(f"sweep {sweep.name!r}: best_shape entries must be [M, N, K]")
+    known = sorted(path.stem for path in (conf / "sweep").glob("*.yaml")) if conf else []
+    if known and sweep.name not in known:
+        errors.append(
+            f"sweep.name={sweep.name!r}; allowed: {', '.join(known)} (conf/sweep/; select one "
+            "with `uv run dvc exp run -S sweep=NAME`)"
+        )
     for name, dev in cfg.devices.items():
         where = f"devices.{name}"
         for table in ("peak_tflops", "lab_band_tflops", "lab_done_tflops"):
@@ -131,8 +140,16 @@ def check(cfg: DictConfig) -> None:
                 errors.append(
                     f"{where}.lab_band_tflops.{key}={list(band)}; allowed: [low, high], 0 < low <= high"
                 )
+        if not dev.dtypes:
+            errors.append(f"{where}.dtypes is empty; allowed: a list of {', '.join(NAMES)}")
         if not dev.shapes:
             errors.append(f"{where}.shapes is empty; allowed: a list of [M, N, K]")
+        copy_bytes = 2 * cfg.bench.copy_mib * 2**20  # source and destination
+        if dev.memory_gb is not None and copy_bytes > 0.8 * dev.memory_gb * 1e9:
+            errors.append(
+                f"bench.copy_mib={cfg.bench.copy_mib}: its two buffers need "
+                f"{copy_bytes / 1e9:.1f} GB; allowed: at most 80% of {where}'s {dev.memory_gb} GB"
+            )
         for shape in dev.shapes:
             if len(shape) != 3 or any(d < 1 for d in shape):
                 errors.append(
@@ -153,15 +170,39 @@ def check(cfg: DictConfig) -> None:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 
 
+def differs_from_commit(path: Path) -> bool:
+    """Whether git has `path` modified against the last commit (False without git)."""
+    try:
+        done = subprocess.run(
+            ["git", "diff", "--quiet", "HEAD", "--", path.name],
+            cwd=path.parent,
+            capture_output=True,
+        )
+    except OSError:
+        return False
+    return done.returncode == 1
+
+
 def load_params(path: Path = PARAMS_FILE) -> DictConfig:
-    """params.yaml merged onto the schema and checked; raises ConfigError naming bad values."""
+    """params.yaml merged onto the schema and checked; raises ConfigError naming bad values,
+    and how to undo them when they came from an override (`dvc exp run -S` leaves a failed
+    override in params.yaml)."""
     if not path.exists():
         raise ConfigError(f"{path} not found: run from the repository root")
     try:
-        cfg = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
-    except Exception as err:  # omegaconf's validation errors name the key and the value
-        raise ConfigError(f"{path}: {err}") from err
-    check(cfg)
+        try:
+            cfg = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
+        except Exception as err:  # omegaconf's validation errors name the key and the value
+            raise ConfigError(f"{path}: {err}") from err
+        check(cfg, path.parent / "conf")
+    except ConfigError as err:
+        if differs_from_commit(path):
+            raise ConfigError(
+                f"{err}\n{path} differs from the last commit (a failed `dvc exp run -S` leaves "
+                f"its override there): `git checkout {path.name}` restores it, or "
+                "`uv run python -m roofline.compose` recomposes it from conf/"
+            ) from err
+        raise
     return cfg
 
 

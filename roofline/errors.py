@@ -1,6 +1,7 @@
 """Errors that end a stage or command with their message alone: each names the value or state
 at fault, what is allowed, and the way out. `run` reports every one of them the same way, for stages and commands alike."""
 
+import errno
 import sys
 import traceback
 from collections.abc import Callable
@@ -37,6 +38,8 @@ def run(main: Callable[[], object], kept: str = "") -> None:
         sys.exit(f"error: {err}")
     except KeyboardInterrupt:
         sys.exit(f"interrupted; {kept}" if kept else "interrupted")
-    except (MemoryError, RuntimeError) as err:  # torch's OutOfMemoryError and CUDA errors
+    except (MemoryError, RuntimeError, OSError) as err:  # out of memory, CUDA, a full disk
         traceback.print_exc()
-        sys.exit(f"failed: {type(err).__name__}: {err}" + (f"\n{kept}" if kept else ""))
+        full = getattr(err, "errno", None) == errno.ENOSPC
+        hint = "; free some disk space, then run again" if full else ""
+        sys.exit(f"failed: {type(err).__name__}: {err}{hint}" + (f"\n{kept}" if kept else ""))

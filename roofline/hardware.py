@@ -124,23 +124,52 @@ def _nvml_info(index: int) -> dict[str, Any]:
         return {"nvml_error": str(err)}
 
 
+# What a hardware description needs, per part: key -> (type, what is allowed).
+CPU_FIELDS = {
+    "model": (str, "a CPU model name"),
+    "logical_cores": (int, "a positive integer"),
+    "isa": (list, "a list of CPU flags, e.g. [avx2, fma]"),
+    "memory_bytes": (int, "a positive integer"),
+}
+GPU_FIELDS = {
+    "index": (int, "the GPU's index"),
+    "name": (str, "the name torch reports"),
+    "compute_capability": (str, 'e.g. "9.0"'),
+    "sm_count": (int, "a positive integer"),
+    "memory_bytes": (int, "a positive integer"),
+}
+
+
+def check_description(described: Any, where: str) -> None:
+    """Raise HardwareError naming the first missing or malformed part of a description."""
+    form = '{"cpu": {"model": ..., "logical_cores": ..., "isa": [...], "memory_bytes": ...}, "gpus": [...]}'
+    if not isinstance(described, dict):
+        raise HardwareError(f"{where}: a {type(described).__name__}; allowed: {form}")
+    if not isinstance(described.get("cpu"), dict) or not isinstance(described.get("gpus"), list):
+        raise HardwareError(f"{where}: needs {form}")
+    parts = [("cpu", described["cpu"], CPU_FIELDS)]
+    parts += [(f"gpus[{i}]", gpu, GPU_FIELDS) for i, gpu in enumerate(described["gpus"])]
+    for part, found, fields in parts:
+        if not isinstance(found, dict):
+            raise HardwareError(f"{where}: {part} is not an object")
+        for key, (kind_, allowed) in fields.items():
+            value = found.get(key)
+            bad = not isinstance(value, kind_) or isinstance(value, bool)
+            if bad or (kind_ is int and key != "index" and value < 1):
+                raise HardwareError(f"{where}: {part}.{key}={value!r}; allowed: {allowed}")
+
+
 def live_hardware() -> dict[str, Any]:
     """This machine, or the description in $ROOFLINE_HARDWARE when it is set."""
     override = os.environ.get(HARDWARE_ENV)
     if override:
         path = Path(override)
+        where = f"{HARDWARE_ENV}={override}"
         try:
             described = json.loads(path.read_text())
         except (OSError, ValueError) as err:
-            raise HardwareError(
-                f"{HARDWARE_ENV}={override}: cannot read it as JSON: {err}"
-            ) from err
-        if not isinstance(described.get("cpu"), dict) or not isinstance(
-            described.get("gpus"), list
-        ):
-            raise HardwareError(
-                f'{HARDWARE_ENV}={override}: needs {{"cpu": {{"model": ...}}, "gpus": [...]}}'
-            )
+            raise HardwareError(f"{where}: cannot read it as JSON: {err}") from err
+        check_description(described, where)
         return {**described, "described_by": str(path)}
     return {"cpu": cpu_info(), "gpus": gpu_info()}
 

@@ -166,8 +166,10 @@ def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
     recorded = [p for name in names for p in (results_path(name), sweep_path(name))]
     table, manifest = EXPERIMENT / "results.csv", EXPERIMENT / "manifest.json"
 
-    def untracked(*paths: Path) -> list[dict[str, Any]]:  # small, text, diffed in git
-        return [{str(path): {"cache": False}} for path in paths]
+    def untracked(*paths: Path) -> list[dict[str, Any]]:
+        # In git, not DVC's cache; kept on disk while the stage runs, so a failed render
+        # leaves the previous deliverables whole.
+        return [{str(path): {"cache": False, "persist": True}} for path in paths]
 
     return {
         "stages": {

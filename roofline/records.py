@@ -1,14 +1,21 @@
 """The rules that keep one machine from measuring or overwriting another machine's results.
 
-probe:     device here and (nothing recorded, or the same hardware recorded) -> write its
-           fingerprint; here but other hardware recorded -> keep the record; not here ->
-           keep the record, or record "never measured".
+The record of a device is its results.json: what was measured, on which hardware (the
+fingerprint it was measured under travels inside it). The probe's fingerprint file only tells
+DVC which hardware the next measurement is for, so a run that probed and then failed leaves
+nothing on record, and blocks no other machine.
+
+probe:     device here and (nothing on record, or the same hardware) -> write its fingerprint;
+           here but other hardware on record -> keep the record; not here -> the record's
+           fingerprint (or "never measured"), which also undoes what a failed run probed.
 benchmark: fingerprint "never measured" -> pending rows; fingerprint is this machine's device
            -> measure; anything else -> refuse (the stage is stale and the hardware is
            elsewhere), leaving the recorded results as they are."""
 
+import hashlib
 from dataclasses import asdict
-from typing import Any
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -20,13 +27,26 @@ from roofline.schema import empty, read_json
 NEVER = "never measured"
 
 
-def lock_records_fingerprint(name: str) -> bool:
-    """Whether git's dvc.lock for this device says its probe has written a fingerprint."""
+def lock_stage(name: str, stage: str) -> dict[str, Any]:
+    """What git's dvc.lock for this device records of one of its stages ({} when nothing)."""
     lock = device_dir(name) / "dvc.lock"
     if not lock.exists():
-        return False
-    stages = (yaml.safe_load(lock.read_text()) or {}).get("stages", {})
-    return bool(stages.get("probe", {}).get("outs"))
+        return {}
+    return (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).get(stage, {})
+
+
+def lock_records_results(name: str) -> bool:
+    """Whether dvc.lock says this device's benchmark has written results."""
+    return bool(lock_stage(name, "benchmark").get("outs"))
+
+
+def differs_from_lock(name: str, stage: str, path: Path) -> bool:
+    """Whether a stage's output on disk is not the one dvc.lock records (edited or corrupted)."""
+    outs = {out["path"]: out for out in lock_stage(name, stage).get("outs", [])}
+    recorded = outs.get(str(path), {}).get("md5")
+    return (
+        bool(recorded and path.exists()) and hashlib.md5(path.read_bytes()).hexdigest() != recorded
+    )
 
 
 def fingerprint(name: str, hardware_identity: dict[str, Any], torch_version: str) -> dict:
@@ -59,46 +79,76 @@ def sweep_record(name: str, sweep: str, status: str, **extra: Any) -> dict[str, 
     return {"device": name, "sweep": sweep, "status": status, "rows": [], **extra}
 
 
-def probe_decision(
-    name: str, recorded: dict | None, here: dict | None, fresh: dict | None, replace: bool = False
-) -> tuple[dict | None, str]:
-    """(fingerprint to write, or None to keep the recorded one; what happened, for the log).
+def on_record(name: str, results: dict[str, Any] | None) -> dict:
+    """The fingerprint of what is on record: the one a measured results.json was measured
+    under, else "never measured"."""
+    if results and results.get("status") == "measured":
+        return results["fingerprint"]
+    return never_measured(name)
 
-    `here` is the identity of the device on this machine (None when absent); `fresh` the
-    fingerprint this machine would write; `replace` takes the device over from other hardware."""
+
+def probe_decision(
+    name: str, record: dict, here: dict | None, fresh: dict | None, replace: bool = False
+) -> tuple[dict, str]:
+    """(fingerprint to write, what happened, for the log).
+
+    `record` is what is on record (on_record); `here` the identity of the device on this
+    machine (None when absent); `fresh` the fingerprint this machine would write; `replace`
+    takes the device over from other hardware."""
+    never = record["status"] == NEVER
     if replace:
         if here is None:
             raise RecordError(f"{name}: cannot replace its hardware from a machine without it")
-        was = describe(recorded["hardware"]) if recorded and recorded["status"] != NEVER else "none"
+        was = "none" if never else describe(record["hardware"])
         return fresh, f"{name}: replaced recorded hardware ({was}) with {describe(here)}"
     if here is None:
-        if recorded is None:
-            return never_measured(name), f"{name}: not on this machine, never measured: pending"
-        if recorded["status"] == NEVER:
-            return None, f"{name}: not on this machine, never measured: pending"
+        if never:
+            return record, f"{name}: not on this machine, never measured: pending"
         return (
-            None,
-            f"{name}: not on this machine; keeping results from {describe(recorded['hardware'])}",
+            record,
+            f"{name}: not on this machine; keeping results from {describe(record['hardware'])}",
         )
-    if recorded is None or recorded["status"] == NEVER or recorded["hardware"] == here:
+    if never or record["hardware"] == here:
         return fresh, f"{name}: here ({describe(here)})"
-    return None, (
+    return record, (
         f"{name}: this machine has {describe(here)} but the results on record were measured on "
-        f"{describe(recorded['hardware'])}; keeping them. To measure this machine instead: "
+        f"{describe(record['hardware'])}; keeping them. To measure this machine instead: "
         f"`uv run python -m stages.probe {name} --replace` then `uv run dvc repro` (README: "
         "replacing a device's hardware)."
     )
 
 
-def benchmark_decision(name: str, recorded: dict, here: dict | None) -> str:
+class Decision(NamedTuple):
+    """What a measuring stage does here: "pending" or "measure"; the device's part of this
+    machine and its identity; the fingerprint it measures under."""
+
+    action: str
+    found: dict | None
+    here: dict | None
+    fingerprint: dict
+
+
+def measure_or_pend(
+    name: str,
+    recorded: dict,
+    here: dict | None,
+    stage: str = "benchmark",
+    output: Path | None = None,
+) -> str:
     """ "pending" or "measure"; raises RecordError when neither is honest."""
     if recorded["status"] == NEVER:
         return "pending"
     if here is not None and recorded["hardware"] == here:
         return "measure"
+    if output is not None and differs_from_lock(name, stage, output):
+        raise RecordError(
+            f"{name}: {output} is not the file dvc.lock records (it was edited or corrupted "
+            f"here), and this machine cannot re-measure it: it was measured on "
+            f"{describe(recorded['hardware'])}. Restore it: `uv run dvc checkout --force {output}`"
+        )
     this = f"has {describe(here)}" if here else f"has no {name}"
     raise RecordError(
-        f"{name}: its benchmark stage is stale (its code or params changed since it was "
+        f"{name}: its {stage} stage is stale (its code or measuring params changed since it was "
         f"measured), but its results were measured on {describe(recorded['hardware'])} and "
         f"this machine {this}. The recorded results are kept as they are. Either re-measure on "
         f"that hardware (`uv run dvc repro {device_dir(name)}/dvc.yaml` there), or render the "
@@ -107,8 +157,8 @@ def benchmark_decision(name: str, recorded: dict, here: dict | None) -> str:
     )
 
 
-def decide(name: str, dev: Any) -> tuple[str, dict | None, dict | None]:
-    """For a measuring stage: ("pending" or "measure", the device's part of this machine, its
-    identity); raises RecordError when it must not run here."""
+def decide(name: str, dev: Any, stage: str, output: Path) -> Decision:
+    """For a measuring stage writing `output`; raises RecordError when it must not run here."""
     found, here = locate(dev)
-    return benchmark_decision(name, read_json(fingerprint_path(name)), here), found, here
+    recorded = read_json(fingerprint_path(name))
+    return Decision(measure_or_pend(name, recorded, here, stage, output), found, here, recorded)

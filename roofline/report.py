@@ -18,7 +18,7 @@ from roofline.ceilings import (
 
 
 def times(ratio: float) -> str:
-    """A ratio as "3.1×" or "120×": two significant figures, never in exponent form."""
+    """A ratio with two significant figures (3.1, 120), never in exponent form, and the sign."""
     return f"{ratio:.0f}×" if ratio >= 10 else f"{ratio:.2g}×"
 
 
@@ -293,7 +293,7 @@ def appendix(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
         f"Sweep: {manifest.get('sweep', 'none')}. Predicted time = max(FLOPs / measured ceiling of "
         "the dtype, bytes / measured copy bandwidth); error = measured / predicted - 1. Each "
         "dtype's best point defines its ceiling, so its prediction is exact by construction: "
-        "its error reads \"defines it\".",
+        'its error reads "defines it".',
         "",
         "![sweeps](roofline-sweeps.png)",
     ]

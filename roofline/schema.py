@@ -176,29 +176,53 @@ def read_json(path: Path) -> Any:
         return json.loads(path.read_text())
     except ValueError as err:
         raise SchemaError(
-            f"{path} is not valid JSON ({err}); restore it with `uv run dvc checkout {path}`"
+            f"{path} is not valid JSON ({err}); restore it with `uv run dvc checkout --force {path}`"
         ) from err
 
 
 @contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path beside `path` to write to; renamed onto `path` when the block ends, and
-    removed if it fails: readers see the old file or the new one, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-    os.close(fd)
+def atomic_paths(*paths: Path) -> Iterator[list[Path]]:
+    """A temporary path beside each of `paths` to write to; all renamed onto theirs when the
+    block ends, and all removed if it fails: readers see the old files or the new ones, never
+    half of one, and a failure part-way through the block changes none of them."""
+    temps = []
     try:
-        yield Path(tmp)
-        os.replace(tmp, path)
+        for path in paths:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
+            os.close(fd)
+            temps.append(Path(tmp))
+        yield temps
+        for tmp, path in zip(temps, paths, strict=True):
+            os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        for tmp in temps:
+            tmp.unlink(missing_ok=True)
         raise
 
 
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """atomic_paths for one file."""
+    with atomic_paths(path) as (tmp,):
+        yield tmp
+
+
+def json_text(data: Any) -> str:
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(path, json_text(data))
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def write_texts_atomic(texts: dict[Path, str]) -> None:
+    """Several files, all or none (atomic_paths)."""
+    with atomic_paths(*texts) as temps:
+        for tmp, text in zip(temps, texts.values(), strict=True):
+            tmp.write_text(text)

@@ -38,7 +38,7 @@ def measure_sweep(
     bench: DictConfig,
     sweep: DictConfig,
     found: dict[str, Any],
-    identity: dict[str, Any],
+    fingerprint: dict[str, Any],
     log: Callable[[str], None] = say,
 ) -> dict[str, Any]:
     """Every (shape, dtype) of the sweep on this device until its budget runs out."""
@@ -72,7 +72,7 @@ def measure_sweep(
         name,
         sweep.name,
         "measured",
-        hardware=identity,
+        fingerprint=fingerprint,
         run=run_info(started, t0, kind),
         rows=rows,
     )

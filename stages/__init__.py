@@ -5,9 +5,11 @@ from collections.abc import Callable
 from roofline import errors
 
 KEPT = "nothing was written: the previous results are as they were"
+RENDERED = "nothing was written: the previous deliverables are as they were"
 
 
-def run(main: Callable[[], None]) -> None:
-    """Run a stage. Stages write their artifacts atomically at the very end, so a refusal, an
-    interrupt or a failure leaves the previous ones whole."""
-    errors.run(main, KEPT)
+def run(main: Callable[[], None], kept: str = KEPT) -> None:
+    """Run a stage. Stages write their outputs atomically at the very end, all or none (and DVC
+    keeps them on disk while the stage runs: persist), so a refusal, an interrupt or a failure
+    leaves the previous ones whole."""
+    errors.run(main, kept)

@@ -3,10 +3,10 @@ refuse to touch results measured on hardware that is not here."""
 
 import argparse
 
-from roofline.benchmark import measure_device
+from roofline.benchmark import check_disk, measure_device
 from roofline.config import device_config, load_params, measuring
 from roofline.paths import results_path
-from roofline.records import decide, pending_record
+from roofline.records import decide, pending_record, points
 from roofline.schema import write_json_atomic
 from stages import run
 
@@ -17,11 +17,12 @@ def main(argv: list[str] | None = None) -> None:
     name = parser.parse_args(argv).device
     cfg = load_params()
     dev = measuring(device_config(cfg, name))
-    decision, found, here = decide(name, dev)
-    if decision == "pending":
+    decision = decide(name, dev, "benchmark", results_path(name))
+    if decision.action == "pending":
         record = pending_record(name, dev)
     else:
-        record = measure_device(name, dev, cfg.bench, found, here)
+        check_disk(results_path(name), len(points(dev)))
+        record = measure_device(name, dev, cfg.bench, decision.found, decision.fingerprint)
     write_json_atomic(results_path(name), record)
 
 

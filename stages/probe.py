@@ -1,16 +1,19 @@
-"""Stage probe: record which hardware a device is, when it is on this machine.
+"""Stage probe: record which hardware a device's next measurement is for.
 
-Runs on every `dvc repro` (always_changed); its output only changes when the hardware or the
-torch build does, so an unchanged machine re-measures nothing."""
+Runs on every `dvc repro` (always_changed). When the device is here (and nothing, or the same
+hardware, is on record) it writes this machine's fingerprint; otherwise the fingerprint of what
+is on record (results.json), so a run that probed and then failed leaves no claim behind. Its
+output only changes when the hardware, the torch build or the record does, so an unchanged
+machine re-measures nothing."""
 
 import argparse
-import sys
 from importlib.metadata import version
 
 from roofline.config import device_config, load_params
+from roofline.errors import RecordError
 from roofline.hardware import live_hardware, locate, unmatched_gpus
-from roofline.paths import fingerprint_path
-from roofline.records import fingerprint, lock_records_fingerprint, probe_decision
+from roofline.paths import fingerprint_path, results_path
+from roofline.records import fingerprint, lock_records_results, on_record, probe_decision
 from roofline.schema import read_json, write_json_atomic
 from stages import run
 
@@ -33,17 +36,18 @@ def main(argv: list[str] | None = None) -> None:
     name = args.device
     cfg = load_params()
     dev = device_config(cfg, name)
-    path = fingerprint_path(name)
-    recorded = read_json(path) if path.exists() else None
-    if recorded is None and lock_records_fingerprint(name):
-        sys.exit(
-            f"{name}: dvc.lock records results for it, but {path} is not in this workspace: "
-            "run `uv run dvc pull` first (or `uv run dvc checkout` if they are in the cache)"
+    results = results_path(name)
+    if not results.exists() and lock_records_results(name):
+        raise RecordError(
+            f"{name}: dvc.lock records results for it, but {results} is not in this workspace: "
+            "run `uv run dvc pull` first (or `uv run dvc checkout --force` if they are in the "
+            "cache)"
         )
+    record = on_record(name, read_json(results) if results.exists() else None)
     hardware = live_hardware()
     _, here = locate(dev, hardware)
     fresh = fingerprint(name, here, version("torch")) if here else None
-    new, message = probe_decision(name, recorded, here, fresh, args.replace)
+    new, message = probe_decision(name, record, here, fresh, args.replace)
     print(message)
     for gpu in unmatched_gpus(cfg.devices, hardware):
         print(
@@ -51,9 +55,10 @@ def main(argv: list[str] | None = None) -> None:
             "matches no device file; to measure it, add conf/device/<name>.yaml (see README: "
             "adding a device)"
         )
+    path = fingerprint_path(name)
     if args.dry_run:
         print("(dry run: nothing written)")
-    elif new is not None and new != recorded:
+    elif not path.exists() or read_json(path) != new:
         write_json_atomic(path, new)
 
 

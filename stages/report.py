@@ -6,16 +6,20 @@ import json
 from roofline.ceilings import load_table
 from roofline.paths import EXPERIMENT
 from roofline.report import appendix, render
-from roofline.schema import write_text_atomic
-from stages import run
+from roofline.schema import write_texts_atomic
+from stages import RENDERED, run
 
 
 def main() -> None:
     rows = load_table(EXPERIMENT / "results.csv")
     manifest = json.loads((EXPERIMENT / "manifest.json").read_text())
-    write_text_atomic(EXPERIMENT / "REPORT.md", render(rows, manifest))
-    write_text_atomic(EXPERIMENT / "REPORT-appendix.md", appendix(rows, manifest))
+    write_texts_atomic(
+        {
+            EXPERIMENT / "REPORT.md": render(rows, manifest),
+            EXPERIMENT / "REPORT-appendix.md": appendix(rows, manifest),
+        }
+    )
 
 
 if __name__ == "__main__":
-    run(main)
+    run(main, RENDERED)

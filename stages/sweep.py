@@ -3,11 +3,12 @@ pending for a device never measured, refused for one measured elsewhere."""
 
 import argparse
 
+from roofline.benchmark import check_disk
 from roofline.config import device_config, load_params, measuring
 from roofline.paths import sweep_path
 from roofline.records import decide, sweep_record
 from roofline.schema import write_json_atomic
-from roofline.sweep import measure_sweep
+from roofline.sweep import measure_sweep, sweep_shapes
 from stages import run
 
 
@@ -17,13 +18,17 @@ def main(argv: list[str] | None = None) -> None:
     name = parser.parse_args(argv).device
     cfg = load_params()
     dev = measuring(device_config(cfg, name))
-    decision, found, here = decide(name, dev)
-    if decision == "pending":
+    decision = decide(name, dev, "sweep", sweep_path(name))
+    if decision.action == "pending":
         record = sweep_record(name, cfg.sweep.name, "pending")
     elif cfg.sweep.name == "none":
-        record = sweep_record(name, cfg.sweep.name, "measured", hardware=here)
+        record = sweep_record(name, cfg.sweep.name, "measured", fingerprint=decision.fingerprint)
     else:
-        record = measure_sweep(name, dev, cfg.bench, cfg.sweep, found, here)
+        points = len(sweep_shapes(cfg.sweep, dev.kind.name)) * len(dev.dtypes)
+        check_disk(sweep_path(name), points)
+        record = measure_sweep(
+            name, dev, cfg.bench, cfg.sweep, decision.found, decision.fingerprint
+        )
     write_json_atomic(sweep_path(name), record)
 
 

@@ -17,6 +17,13 @@ LAPTOP = {
     },
     "gpus": [],
 }
+# The fingerprint a run on LAPTOP measures under (stages.probe writes it).
+FINGERPRINT = {
+    "device": "cpu",
+    "status": "recorded",
+    "hardware": {"model": "Laptop CPU i5", "logical_cores": 2, "isa": ["avx2", "avx512f", "fma"]},
+    "torch": "2.15.0",
+}
 H100_POD = {
     "cpu": {
         "model": "AMD EPYC Pod",

@@ -60,7 +60,7 @@ def gpu(**over):
         "kind": "cuda",
         "sku": "GPU",
         "peak_tflops": {"float16": 100.0},
-        "memory_gb": 1,
+        "memory_gb": 4,
         "dtypes": ["float16"],
         "shapes": [[64, 64, 64]],
     } | over
@@ -76,9 +76,14 @@ def gpu(**over):
         ),
         (gpu(shapes=[[64, 64]]), "shapes has [64, 64]"),
         (gpu(shapes=[]), "shapes is empty"),
+        (gpu(dtypes=[]), "dtypes is empty; allowed: a list of float32, tf32, float16"),
+        (
+            gpu(memory_gb=2),
+            "bench.copy_mib=1024: its two buffers need 2.1 GB; allowed: at most 80%",
+        ),
         (
             gpu(shapes=[[40000, 40000, 40000]]),
-            "operands need 9.6 GB; allowed: at most the device's 1",
+            "operands need 9.6 GB; allowed: at most the device's 4",
         ),
         (
             gpu(lab_band_tflops={"float16": [300.0, 200.0]}),
@@ -128,3 +133,32 @@ def test_sweep_group_composes_and_rejects_what_it_cannot_measure():
     bad.sweep.square = {"gpu": [64]}
     with pytest.raises(ConfigError, match=r"sweep\.square has key 'gpu'; allowed: cpu, cuda"):
         check(bad)
+
+
+def test_a_sweep_name_that_names_no_sweep_is_refused():
+    bad = config({"g": gpu()})
+    bad.sweep.name = "fulll"
+    check(bad)  # without conf/ there is nothing to compare with
+    with pytest.raises(ConfigError, match=r"sweep.name='fulll'; allowed: full, none, short"):
+        check(bad, ROOT / "conf")
+
+
+def test_a_failed_override_left_in_params_yaml_says_how_to_undo_it(tmp_path):
+    import subprocess
+
+    params = tmp_path / "params.yaml"
+    params.write_text((ROOT / "params.yaml").read_text())
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "add", "params.yaml"], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "params"], cwd=tmp_path, check=True)
+    text = params.read_text()
+    params.write_text(
+        text.replace(
+            "    dtypes:\n    - float32\n    - bfloat16\n    - float16\n", "    dtypes: []\n", 1
+        )
+    )
+    with pytest.raises(ConfigError) as err:
+        load_params(params)
+    assert "devices.cpu.dtypes is empty" in str(err.value)
+    assert "`git checkout params.yaml` restores it" in str(err.value)

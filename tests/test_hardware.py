@@ -72,13 +72,34 @@ def test_a_described_machine_replaces_the_live_one(tmp_path, monkeypatch):
     assert live["gpus"][0]["name"] == "NVIDIA H100 80GB HBM3" and live["described_by"] == str(path)
 
 
-@pytest.mark.parametrize("content", ["not json", json.dumps({"cpu": {}})])
-def test_a_bad_description_is_refused_with_its_path(tmp_path, monkeypatch, content):
+def without(part: dict, key: str) -> dict:
+    return {k: v for k, v in part.items() if k != key}
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("not json", "cannot read it as JSON"),
+        (json.dumps({"cpu": {}}), 'needs {"cpu": {"model": ...'),
+        (json.dumps([H100_POD]), "a list; allowed: {"),
+        (json.dumps({**H100_POD, "cpu": without(H100_POD["cpu"], "model")}), "cpu.model=None"),
+        (
+            json.dumps({**H100_POD, "cpu": without(H100_POD["cpu"], "memory_bytes")}),
+            "cpu.memory_bytes=None; allowed: a positive integer",
+        ),
+        (
+            json.dumps({**H100_POD, "gpus": [without(H100_POD["gpus"][0], "sm_count")]}),
+            "gpus[0].sm_count=None",
+        ),
+    ],
+)
+def test_a_bad_description_is_refused_naming_what_is_wrong(tmp_path, monkeypatch, content, said):
     path = tmp_path / "bad.json"
     path.write_text(content)
     monkeypatch.setenv(hardware.HARDWARE_ENV, str(path))
-    with pytest.raises(HardwareError, match=r"bad\.json"):
+    with pytest.raises(HardwareError) as err:
         live_hardware()
+    assert "bad.json" in str(err.value) and said in str(err.value)
 
 
 def test_this_machine_is_described_without_a_gpu():

@@ -10,7 +10,7 @@ from roofline.dtypes import DTYPES
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from roofline.records import pending_record
 from roofline.timing import HostTimer, sample, timer_for
-from tests.conftest import LAPTOP, config, device
+from tests.conftest import FINGERPRINT, LAPTOP, config, device
 
 
 class CountingTimer:
@@ -126,7 +126,7 @@ def test_measure_device_records_measured_skipped_and_copy_rows():
     bench = config({}, repeats=2, warmup=1, copy_mib=1, min_seconds=0.0).bench
     # Through the measuring view of the config: reading anything else of it would raise.
     record = measure_device(
-        "cpu", measuring(device(**CPU)), bench, LAPTOP["cpu"], {"model": "x"}, log=lambda _: None
+        "cpu", measuring(device(**CPU)), bench, LAPTOP["cpu"], FINGERPRINT, log=lambda _: None
     )
     rows = {row["dtype"]: row for row in record["rows"]}
     assert rows["float32"]["status"] == "measured" and len(rows["float32"]["samples_s"]) == 2
@@ -153,10 +153,27 @@ def test_pending_record_has_a_row_per_point_and_no_numbers():
     assert all(not r["samples_s"] and r["check_error"] is None for r in record["rows"])
 
 
-def test_shapes_that_cannot_fit_are_refused_before_measuring():
+def test_shapes_and_copy_buffers_that_cannot_fit_are_refused_before_measuring():
     dev = device(**{**CPU, "shapes": [[100_000, 100_000, 100_000]]})
     with pytest.raises(ConfigError, match=r"devices.cpu.shapes has \[100000, 100000, 100000\]"):
-        check_fits("cpu", dev, memory_bytes=16 << 30)
+        check_fits("cpu", dev, memory_bytes=16 << 30, copy_bytes=1 << 20)
+    # 8 GiB copied into 8 more: 17.2 GB against 80% of a 16 GiB machine.
+    with pytest.raises(ConfigError, match=r"bench.copy_mib=8192: its two buffers need 17.2 GB"):
+        check_fits("cpu", device(**CPU), memory_bytes=16 << 30, copy_bytes=8 << 30)
+
+
+def test_a_disk_too_full_for_the_record_is_refused_before_measuring(tmp_path, monkeypatch):
+    from collections import namedtuple
+
+    from roofline import benchmark
+    from roofline.errors import HardwareError
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(benchmark.shutil, "disk_usage", lambda _: usage(1 << 40, 0, 10 << 20))
+    with pytest.raises(HardwareError, match=r"only 10 MiB free on the disk of .*results\.json"):
+        benchmark.check_disk(tmp_path / "results.json", points=3)
+    monkeypatch.setattr(benchmark.shutil, "disk_usage", lambda _: usage(1 << 40, 0, 1 << 30))
+    benchmark.check_disk(tmp_path / "results.json", points=3)
 
 
 def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):

@@ -3,7 +3,7 @@
 import pytest
 
 from roofline.errors import RecordError
-from roofline.records import NEVER, benchmark_decision, fingerprint, probe_decision
+from roofline.records import NEVER, fingerprint, measure_or_pend, on_record, probe_decision
 
 LAPTOP = {"model": "Laptop CPU", "logical_cores": 8, "isa": ["avx2"]}
 OTHER = {"model": "Other CPU", "logical_cores": 4, "isa": ["avx2"]}
@@ -13,29 +13,49 @@ H100 = {
     "sm_count": 132,
     "memory_gib": 79,
 }
+NEVER_FP = {"device": "dev", "status": NEVER}
 
 
 def fp(hw):
     return fingerprint("dev", hw, "2.9.0")
 
 
+def measured(hw):
+    return {"device": "dev", "status": "measured", "hardware": hw, "fingerprint": fp(hw)}
+
+
+def test_the_record_is_the_results_not_a_fingerprint_alone():
+    assert on_record("dev", None) == NEVER_FP
+    assert on_record("dev", {"device": "dev", "status": "pending", "rows": []}) == NEVER_FP
+    assert on_record("dev", measured(H100)) == fp(H100)
+
+
 def test_probe_records_the_device_when_it_is_here_and_nothing_is_recorded():
-    assert probe_decision("dev", None, LAPTOP, fp(LAPTOP))[0] == fp(LAPTOP)
-    assert probe_decision("dev", {"status": NEVER}, LAPTOP, fp(LAPTOP))[0] == fp(LAPTOP)
+    assert probe_decision("dev", NEVER_FP, LAPTOP, fp(LAPTOP))[0] == fp(LAPTOP)
 
 
 def test_probe_refreshes_the_same_hardware_and_keeps_other_hardware():
     newer = fingerprint("dev", LAPTOP, "2.10.0")
     assert probe_decision("dev", fp(LAPTOP), LAPTOP, newer)[0] == newer
     kept, message = probe_decision("dev", fp(OTHER), LAPTOP, fp(LAPTOP))
-    assert kept is None
+    assert kept == fp(OTHER)
     assert "Other CPU" in message and "--replace" in message
 
 
-def test_probe_keeps_or_marks_a_device_that_is_not_here():
-    assert probe_decision("dev", fp(H100), None, None)[0] is None
-    assert probe_decision("dev", None, None, None)[0] == {"device": "dev", "status": NEVER}
-    assert probe_decision("dev", {"device": "dev", "status": NEVER}, None, None)[0] is None
+def test_probe_writes_the_record_for_a_device_that_is_not_here():
+    assert probe_decision("dev", fp(H100), None, None)[0] == fp(H100)
+    assert probe_decision("dev", NEVER_FP, None, None) == (
+        NEVER_FP,
+        "dev: not on this machine, never measured: pending",
+    )
+
+
+def test_a_failed_run_leaves_no_claim_once_the_probe_runs_again():
+    # A run probed an H100 here, then failed: the fingerprint file says H100, results.json is
+    # still pending. Without the H100, the probe writes what is on record: never measured.
+    record = on_record("dev", {"device": "dev", "status": "pending", "rows": []})
+    assert probe_decision("dev", record, None, None)[0] == NEVER_FP
+    assert measure_or_pend("dev", NEVER_FP, None) == "pending"
 
 
 def test_replace_takes_over_only_from_a_machine_that_has_the_device():
@@ -45,15 +65,15 @@ def test_replace_takes_over_only_from_a_machine_that_has_the_device():
 
 
 def test_benchmark_measures_only_the_recorded_hardware_and_pends_the_unmeasured():
-    assert benchmark_decision("dev", {"status": NEVER}, None) == "pending"
-    assert benchmark_decision("dev", {"status": NEVER}, LAPTOP) == "pending"
-    assert benchmark_decision("dev", fp(LAPTOP), LAPTOP) == "measure"
+    assert measure_or_pend("dev", NEVER_FP, None) == "pending"
+    assert measure_or_pend("dev", NEVER_FP, LAPTOP) == "pending"
+    assert measure_or_pend("dev", fp(LAPTOP), LAPTOP) == "measure"
 
 
 @pytest.mark.parametrize("here", [None, OTHER])
 def test_benchmark_refuses_a_stale_device_measured_elsewhere(here):
     with pytest.raises(RecordError) as err:
-        benchmark_decision("h100", fp(H100), here)
+        measure_or_pend("h100", fp(H100), here)
     message = str(err.value)
     assert "h100" in message and "NVIDIA H100 80GB HBM3" in message
     assert "dvc repro -s aggregate plot report" in message

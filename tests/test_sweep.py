@@ -1,7 +1,7 @@
 """Sweep shapes, and a sweep measured within its budget, on the CPU at tiny sizes."""
 
 from roofline.sweep import measure_sweep, sweep_shapes
-from tests.conftest import LAPTOP, config, device
+from tests.conftest import FINGERPRINT, LAPTOP, config, device
 
 
 def cfg(**over):
@@ -47,7 +47,7 @@ CPU = dict(kind="cpu", sku="laptop", clock_ghz=3.0, dtypes=["float32"], shapes=[
 def test_a_sweep_measures_every_point_and_labels_its_series():
     c = cfg()
     record = measure_sweep(
-        "cpu", device(**CPU), c.bench, c.sweep, LAPTOP["cpu"], {"model": "x"}, log=lambda _: None
+        "cpu", device(**CPU), c.bench, c.sweep, LAPTOP["cpu"], FINGERPRINT, log=lambda _: None
     )
     assert record["status"] == "measured" and record["sweep"] == "t"
     assert [(r["series"], r["m"], r["status"]) for r in record["rows"]] == [
@@ -62,7 +62,7 @@ def test_a_sweep_measures_every_point_and_labels_its_series():
 def test_points_past_the_budget_are_skipped_not_measured():
     c = cfg(budget_s={"cpu": 0.0, "cuda": 0.0})
     record = measure_sweep(
-        "cpu", device(**CPU), c.bench, c.sweep, LAPTOP["cpu"], {"model": "x"}, log=lambda _: None
+        "cpu", device(**CPU), c.bench, c.sweep, LAPTOP["cpu"], FINGERPRINT, log=lambda _: None
     )
     assert {r["status"] for r in record["rows"]} == {"skipped"}
     assert record["rows"][0]["reason"] == "the sweep's 0 s budget ran out"
