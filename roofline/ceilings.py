@@ -10,6 +10,10 @@ import pandas as pd
 
 from roofline.arithmetic import matmul_bytes, matmul_flops
 from roofline.dtypes import LAB_DTYPE
+from roofline.errors import SchemaError
+from roofline.schema import CSV_COLUMNS
+
+REMAKE = "remake it from the recorded results: `uv run dvc repro --force -s aggregate`"
 
 # The output tile assumed for tile and wave quantisation on GPUs: 128 x 256 (M x N), a common
 # cuBLAS tile for large 16-bit GEMMs on Ampere and Hopper. cuBLAS picks its own per shape, so
@@ -18,8 +22,15 @@ TILE = (128, 256)
 
 
 def load_table(path: Path) -> pd.DataFrame:
-    """results.csv as the plot and report read it: empty cells are missing, text is text."""
-    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    """results.csv as the plot and report read it (empty cells are missing, text is text), or
+    SchemaError when it is not the table the aggregate stage writes."""
+    try:
+        table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError) as err:
+        raise SchemaError(f"{path} cannot be read as a table ({err}); {REMAKE}") from err
+    if list(table.columns) != CSV_COLUMNS:
+        raise SchemaError(f"{path} does not have the results columns; {REMAKE}")
+    return table
 
 
 def headline(rows: pd.DataFrame, kind: str) -> Any:

@@ -32,14 +32,15 @@ def run(main: Callable[[], object], kept: str = "") -> None:
     """Run a command's main: a RooflineError ends it with its message alone; an interrupt,
     out-of-memory or CUDA error ends it saying what happened, then `kept` (what was left as
     it was, when the caller knows)."""
+    after = f"\n{kept}" if kept else ""
     try:
         main()
     except RooflineError as err:
-        sys.exit(f"error: {err}")
+        sys.exit(f"error: {err}{after}")
     except KeyboardInterrupt:
         sys.exit(f"interrupted; {kept}" if kept else "interrupted")
     except (MemoryError, RuntimeError, OSError) as err:  # out of memory, CUDA, a full disk
         traceback.print_exc()
         full = getattr(err, "errno", None) == errno.ENOSPC
         hint = "; free some disk space, then run again" if full else ""
-        sys.exit(f"failed: {type(err).__name__}: {err}{hint}" + (f"\n{kept}" if kept else ""))
+        sys.exit(f"failed: {type(err).__name__}: {err}{hint}{after}")

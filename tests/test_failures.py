@@ -1,6 +1,7 @@
 """Failures lose nothing: an interrupted or failed benchmark leaves the previous results, and a
 corrupt or hand-edited file stops the stage that reads it, naming the file and the row."""
 
+import errno
 import json
 import shutil
 from pathlib import Path
@@ -40,6 +41,10 @@ def workspace(tmp_path, monkeypatch):
         (
             RuntimeError("CUDA error: an illegal memory access was encountered"),
             "failed: RuntimeError: CUDA error",
+        ),
+        (
+            OSError(errno.ENOSPC, "No space left on device"),
+            "No space left on device; free some disk space, then run again",
         ),
     ],
 )

@@ -162,6 +162,17 @@ def test_shapes_and_copy_buffers_that_cannot_fit_are_refused_before_measuring():
         check_fits("cpu", device(**CPU), memory_bytes=16 << 30, copy_bytes=8 << 30)
 
 
+def test_a_copy_buffer_larger_than_memory_is_refused_before_any_point_is_measured(monkeypatch):
+    from roofline import benchmark
+
+    measured = []
+    monkeypatch.setattr(benchmark, "measure_point", lambda *a: measured.append(a))
+    bench = config({}, copy_mib=12 * 1024).bench  # 2 x 12 GiB against LAPTOP's 16 GiB
+    with pytest.raises(ConfigError, match="bench.copy_mib=12288: its two buffers need 25.8 GB"):
+        measure_device("cpu", measuring(device(**CPU)), bench, LAPTOP["cpu"], FINGERPRINT)
+    assert measured == []
+
+
 def test_a_disk_too_full_for_the_record_is_refused_before_measuring(tmp_path, monkeypatch):
     from collections import namedtuple
 

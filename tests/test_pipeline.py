@@ -287,3 +287,108 @@ def test_dvc_plots_renders_an_interactive_log_log_roofline_and_diffs_two_revisio
         if r.get("source") == "datasheet" and r["device"] == "podhost"
     }
     assert {rev for rev, _ in revs} == {"HEAD", "workspace"} and ("workspace", 4.0) in revs
+
+
+# Failures: every failure leaves the deliverables and the next run working.
+
+DELIVERABLES = (
+    "results.csv",
+    "manifest.json",
+    "metrics.json",
+    "roofline.png",
+    "roofline-sweeps.png",
+    "roofline.json",
+    "REPORT.md",
+    "REPORT-appendix.md",
+)
+H100_POD = {
+    **POD,
+    "gpus": [
+        dict(POD["gpus"][0], name="NVIDIA H100 80GB HBM3", sm_count=132, memory_bytes=85 << 30)
+    ],
+}
+
+
+def deliverables(clone_path) -> dict[str, bytes]:
+    return {name: deliverable(clone_path, name) for name in DELIVERABLES}
+
+
+def test_a_failed_pod_run_blocks_nobody(story):
+    # A "pod" that describes an H100 it does not have: its probe records the H100, then its
+    # benchmark fails, as a pod that dies mid-measurement does. It commits and pushes anyway.
+    pod = clone(story["origin"], story["where"] / "failed-pod")
+    pending = raw(pod, "h100")
+    code, out = dvc(pod, "repro", hardware=H100_POD, check=False)
+    assert code != 0 and "h100" in out, out
+    assert raw(pod, "h100") == pending
+    publish(pod, "pod: a failed run, handed back")
+    # The same clone without the H100, and a laptop that pulls what the pod handed back.
+    out = dvc(pod, "repro", hardware=POD)
+    assert "h100: not on this machine, never measured: pending" in out
+    assert measured_benchmarks(out) == set()
+    laptop = clone(story["origin"], story["where"] / "after-failed-pod")
+    out = dvc(laptop, "repro", hardware=LAPTOP)
+    assert measured_benchmarks(out) == set(), out
+    assert results(laptop, "h100")["status"] == "pending"
+
+
+def test_dvc_exp_run_with_no_dtypes_is_refused_and_says_how_to_undo_it(story):
+    laptop = clone(story["origin"], story["where"] / "laptop-no-dtypes")
+    recorded = raw(laptop, "cpu")
+    code, out = dvc(
+        laptop, "exp", "run", "-S", "devices.cpu.dtypes=[]", hardware=LAPTOP, check=False
+    )
+    assert code != 0 and "devices.cpu.dtypes is empty" in out, out
+    assert raw(laptop, "cpu") == recorded
+    code, out = dvc(laptop, "repro", hardware=LAPTOP, check=False)
+    assert code != 0 and "`git checkout params.yaml` restores it" in out, out
+    git(laptop, "checkout", "params.yaml")
+    assert measured_benchmarks(dvc(laptop, "repro", hardware=LAPTOP)) == set()
+    assert raw(laptop, "cpu") == recorded
+
+
+def test_a_failed_render_keeps_every_deliverable(story):
+    laptop = clone(story["origin"], story["where"] / "laptop-failed-render")
+    before = deliverables(laptop)
+    broken = laptop / DEVICES / "podhost/results.json"
+    broken.write_text('{"device": "podhost", ')
+    code, out = dvc(
+        laptop, "repro", "-s", "aggregate", "plot", "report", hardware=LAPTOP, check=False
+    )
+    assert code != 0 and f"{DEVICES}/podhost/results.json is not valid JSON" in out, out
+    assert "the previous deliverables are as they were" in out
+    assert deliverables(laptop) == before
+    # The advised way out works.
+    dvc(laptop, "checkout", "--force", f"{DEVICES}/podhost/results.json")
+    dvc(laptop, "repro", "-s", "aggregate", "plot", "report", hardware=LAPTOP)
+    assert deliverables(laptop) == before
+    # A broken table stops the plot and the report, and the figures stay.
+    (laptop / "experiments/x4-roofline/results.csv").write_text("not,a\ntable,\n")
+    code, out = dvc(laptop, "repro", "-s", "plot", hardware=LAPTOP, check=False)
+    assert code != 0 and "does not have the results columns" in out, out
+    assert {n: b for n, b in deliverables(laptop).items() if n != "results.csv"} == {
+        n: b for n, b in before.items() if n != "results.csv"
+    }
+
+
+def test_an_edited_result_of_a_device_measured_elsewhere_is_named_and_restorable(story):
+    laptop = clone(story["origin"], story["where"] / "laptop-edited")
+    path = f"{DEVICES}/podhost/results.json"
+    record = results(laptop, "podhost")
+    record["rows"][0]["samples_s"][0] *= 2
+    (laptop / path).write_text(json.dumps(record))
+    code, out = dvc(laptop, "repro", hardware=LAPTOP, check=False)
+    assert code != 0 and f"{path} is not the file dvc.lock records" in out, out
+    assert f"`uv run dvc checkout --force {path}`" in out and "is stale" not in out
+    dvc(laptop, "checkout", "--force", path)
+    assert measured_benchmarks(dvc(laptop, "repro", hardware=LAPTOP)) == set()
+
+
+def test_a_hand_edited_sweep_name_is_refused_before_anything_runs(story):
+    laptop = clone(story["origin"], story["where"] / "laptop-sweep-name")
+    sweep = raw_sweep = (laptop / DEVICES / "cpu/sweep.json").read_bytes()
+    params = laptop / "params.yaml"
+    params.write_text(params.read_text().replace("  name: none\n", "  name: nonesuch\n", 1))
+    code, out = dvc(laptop, "repro", hardware=LAPTOP, check=False)
+    assert code != 0 and "sweep.name='nonesuch'; allowed: full, none, short" in out, out
+    assert (laptop / DEVICES / "cpu/sweep.json").read_bytes() == sweep == raw_sweep
