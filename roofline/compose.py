@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 from dvc.utils.hydra import compose_and_dump
 
-from roofline.config import PARAMS_FILE, load_params, measuring
+from roofline.config import PARAMS_FILE, load_params, measuring, parse_params
 from roofline.errors import ConfigError, run
 from roofline.paths import fingerprint_path, results_path, sweep_path
 from roofline.pipeline import orphans, pipeline_files
@@ -46,6 +46,7 @@ def generated(root: Path, overrides: list[str]) -> dict[Path, str]:
         params = compose(root, overrides)
     except Exception as err:  # Hydra names the bad override or value
         raise ConfigError(explain(err)) from err
+    parse_params(params, root / "conf", "conf/ composed")  # what the schema's types let through
     return {PARAMS_FILE: params} | pipeline_files(yaml.safe_load(params)["devices"], root)
 
 

@@ -183,6 +183,16 @@ def differs_from_commit(path: Path) -> bool:
     return done.returncode == 1
 
 
+def parse_params(text: str, conf: Path, where: str) -> DictConfig:
+    """Composed params (YAML text) merged onto the schema and checked against `conf`."""
+    try:
+        cfg = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.create(text))
+    except Exception as err:  # omegaconf's validation errors name the key and the value
+        raise ConfigError(f"{where}: {err}") from err
+    check(cfg, conf)
+    return cfg
+
+
 def load_params(path: Path = PARAMS_FILE) -> DictConfig:
     """params.yaml merged onto the schema and checked; raises ConfigError naming bad values,
     and how to undo them when they came from an override (`dvc exp run -S` leaves a failed
@@ -190,11 +200,7 @@ def load_params(path: Path = PARAMS_FILE) -> DictConfig:
     if not path.exists():
         raise ConfigError(f"{path} not found: run from the repository root")
     try:
-        try:
-            cfg = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
-        except Exception as err:  # omegaconf's validation errors name the key and the value
-            raise ConfigError(f"{path}: {err}") from err
-        check(cfg, path.parent / "conf")
+        cfg = parse_params(path.read_text(), path.parent / "conf", str(path))
     except ConfigError as err:
         if differs_from_commit(path):
             raise ConfigError(

@@ -162,3 +162,10 @@ def test_a_failed_override_left_in_params_yaml_says_how_to_undo_it(tmp_path):
         load_params(params)
     assert "devices.cpu.dtypes is empty" in str(err.value)
     assert "`git checkout params.yaml` restores it" in str(err.value)
+
+
+def test_composition_refuses_what_the_schema_types_let_through():
+    from roofline.compose import generated
+
+    with pytest.raises(ConfigError, match=r"devices\.cpu\.dtypes is empty"):
+        generated(ROOT, ["devices.cpu.dtypes=[]"])

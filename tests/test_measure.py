@@ -168,7 +168,7 @@ def test_a_copy_buffer_larger_than_memory_is_refused_before_any_point_is_measure
     measured = []
     monkeypatch.setattr(benchmark, "measure_point", lambda *a: measured.append(a))
     bench = config({}, copy_mib=12 * 1024).bench  # 2 x 12 GiB against LAPTOP's 16 GiB
-    with pytest.raises(ConfigError, match="bench.copy_mib=12288: its two buffers need 25.8 GB"):
+    with pytest.raises(ConfigError, match=r"bench.copy_mib=12288: its two buffers need 25\.8 GB"):
         measure_device("cpu", measuring(device(**CPU)), bench, LAPTOP["cpu"], FINGERPRINT)
     assert measured == []
 
