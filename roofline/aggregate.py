@@ -48,19 +48,27 @@ def results_table(rows: list[Row]) -> pd.DataFrame:
 
 
 def metrics(table: pd.DataFrame) -> dict[str, Any]:
-    """MFU and TFLOP/s of each device's measured lab rows, for `dvc metrics show / diff`."""
+    """TFLOP/s and MFU of each device's measured lab points, for `dvc metrics show / diff`:
+    per dtype (and shape, where a device has several) the fastest backend's, and each
+    backend's under `<key>_<backend>` where a device has several."""
     lab = table[(table.status == "measured") & (table.series == "lab")]
     out: dict[str, Any] = {}
-    for r in lab.itertuples():
-        key = (
-            r.dtype
-            if len(lab[(lab.device == r.device) & (lab.dtype == r.dtype)]) == 1
-            else f"{r.dtype}_{r.m}x{r.n}x{r.k}"
+    for device, rows in lab.groupby("device", sort=False):
+        shapes = rows.groupby("dtype").apply(
+            lambda g: len({(r.m, r.n, r.k) for r in g.itertuples()})
         )
-        out.setdefault(r.device, {})[key] = {
-            "tflops": r.achieved_tflops,
-            "mfu": None if pd.isna(r.mfu) else r.mfu,
-        }
+        several = rows.backend.nunique() > 1
+        for (dtype, m, n, k), group in rows.groupby(["dtype", "m", "n", "k"], sort=False):
+            key = dtype if shapes[dtype] == 1 else f"{dtype}_{m}x{n}x{k}"
+            best = group.loc[group.achieved_tflops.idxmax()]
+            entries = {key: best} | (
+                {f"{key}_{r.backend}": r for _, r in group.iterrows()} if several else {}
+            )
+            for name, r in entries.items():
+                out.setdefault(device, {})[name] = {
+                    "tflops": r.achieved_tflops,
+                    "mfu": None if pd.isna(r.mfu) else r.mfu,
+                }
     return out
 
 
@@ -115,8 +123,9 @@ def device_entry(
         },
         "lab_checks": checks,
     }
-    if "clock" in record:
-        entry["clock"] = record["clock"]
+    for measured in ("clock", "fma", "libraries"):  # a CPU's own ceilings; what each backend ran
+        if measured in record:
+            entry[measured] = record[measured]
     if sweep and sweep["status"] == "measured" and sweep["sweep"] != "none":
         entry["sweep"] = {
             "name": sweep["sweep"],

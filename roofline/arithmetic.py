@@ -61,11 +61,18 @@ def cpu_peak_tflops(cores: int, clock_ghz: float, flop_per_cycle: int) -> float:
     return cores * clock_ghz * 1e9 * flop_per_cycle / 1e12
 
 
-def cpu_flop_per_cycle(dtype: str, flags: set[str]) -> tuple[int, str] | None:
-    """Best native FLOP/cycle per core for a dtype given the CPU's flags, and the ISA's name,
-    or None when no instruction set here runs it natively."""
+def cpu_flop_per_cycle(
+    dtype: str, flags: set[str], microarchitecture: str | None = None
+) -> tuple[int, str] | None:
+    """Best native FLOP/cycle per core for a dtype given the CPU's flags (halved on a
+    microarchitecture that splits the instructions over narrower units), and what that
+    assumes, or None when no instruction set here runs it natively."""
     for path in DTYPES[dtype].cpu:
         if all(flag in flags for flag in path.flags):
+            if microarchitecture in path.half_rate_on:
+                name = path.isa.split(",")[0]
+                units = f"{microarchitecture}'s vector units are half as wide"
+                return path.flop_per_cycle // 2, f"{name} at half rate: {units}"
             return path.flop_per_cycle, path.isa
     return None
 

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from roofline import arithmetic as ar
+from roofline.backends import libraries
 from roofline.errors import ConfigError, HardwareError
-from roofline.hardware import cpu_clock
 from roofline.measure import describe, measure_memory_ceiling, measure_point, target_for
+from roofline.peakflops import cpu_clock, measure_fma
 from roofline.progress import progress, say
 from roofline.provenance import environment, git_revision, versions
 from roofline.records import points
@@ -30,7 +31,7 @@ def check_fits(name: str, dev: DictConfig, memory_bytes: int, copy_bytes: int) -
     the correctness check makes), or a copy buffer (source and destination), that cannot fit
     in this device's memory."""
     allowed = f"allowed: at most 80% of this device's {memory_bytes / 1e9:.1f} GB"
-    for dtype, (m, n, k) in points(dev):
+    for dtype, (m, n, k), _ in points(dev):
         need = ar.matmul_bytes(m, n, k, dtype) + k * n * 8
         if need > 0.8 * memory_bytes:
             raise ConfigError(
@@ -89,9 +90,9 @@ def measure_device(
     check_fits(name, dev, target.memory_bytes, bench.copy_mib * 2**20)
     rows = []
     with progress(points(dev), name) as bar:
-        for dtype, shape in bar:
-            bar.set_postfix_str(f"{dtype} {shape}")
-            rows.append(measure_point(name, dtype, shape, target, bench, found))
+        for dtype, shape, backend in bar:
+            bar.set_postfix_str(f"{dtype} {shape} {backend}")
+            rows.append(measure_point(name, dtype, shape, target, bench, found, backend))
             log(describe(rows[-1]))
     memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
     log(f"{name} copy {bench.copy_mib} MiB: {memory['gbps']:.1f} GB/s (read + write)")
@@ -105,6 +106,15 @@ def measure_device(
         "memory": memory,
         "rows": [asdict(row) for row in rows],
     }
-    if kind == "cpu":  # the clock a computed peak needs, read under the same conditions
+    if kind == "cpu":  # the CPU itself: its clock, and its FMA ceiling at the widest vector
         record["clock"] = cpu_clock(found["logical_cores"])
+        record["fma"] = measure_fma(found["logical_cores"], found["isa"])
+        log(f"{name} FMA ceiling: {describe_fma(record['fma'])}")
+    record["libraries"] = libraries(list(dev.backends))
     return record
+
+
+def describe_fma(fma: dict[str, Any]) -> str:
+    if fma["gflops"] is None:
+        return f"{fma['vector']}: {fma['reason']}"
+    return f"{fma['gflops'] / 1e3:.4g} TFLOP/s ({fma['vector']}, every core)"

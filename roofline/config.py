@@ -13,6 +13,7 @@ from typing import Any
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from roofline.arithmetic import matmul_bytes
+from roofline.backends import ALLOWED, spec_error
 from roofline.dtypes import NAMES
 from roofline.errors import ConfigError
 
@@ -24,7 +25,8 @@ DType = Enum("DType", {name: name for name in NAMES})
 
 class Kind(Enum):
     cpu = "cpu"
-    cuda = "cuda"
+    cuda = "cuda"  # an NVIDIA GPU
+    mps = "mps"  # Apple silicon's GPU
 
 
 @dataclass
@@ -57,6 +59,12 @@ class DeviceConfig:
     lab_done_tflops: dict[str, float] = field(default_factory=dict)
     dtypes: list[DType] = field(default_factory=list)
     shapes: list[list[int]] = field(default_factory=list)
+    # The libraries each point goes through (roofline/backends.py): torch; on a CPU also numpy's
+    # BLAS, or "module:function" of your own. The fastest is the device's headline.
+    backends: list[str] = field(default_factory=lambda: ["torch"])
+    # Whether a device never measured gets its own line in the report and roof in the plot (the
+    # lab's devices); otherwise it appears once measured, and is named in one line until then.
+    show_pending: bool = True
     # GPUs: SkyPilot's accelerator names for this device, in order of preference (the SXM name
     # first where a cloud has one); empty: no pod task file.
     sky_accelerators: list[str] = field(default_factory=list)
@@ -112,10 +120,11 @@ def check(cfg: DictConfig, conf: Path | None = None) -> None:
     if cfg.bench.copy_mib < 1:
         errors.append(f"bench.copy_mib={cfg.bench.copy_mib}; allowed: a positive integer")
     sweep = cfg.sweep
+    kinds = [k.name for k in Kind]
     for table in ("budget_s", "square", "skinny_nk", "best_shape"):
         for key in sweep[table]:
-            if key not in ("cpu", "cuda"):
-                errors.append(f"sweep.{table} has key {key!r}; allowed: cpu, cuda")
+            if key not in kinds:
+                errors.append(f"sweep.{table} has key {key!r}; allowed: {', '.join(kinds)}")
     sizes = [n for sizes in sweep.square.values() for n in sizes] + list(sweep.skinny_m)
     sizes += list(sweep.skinny_nk.values()) if sweep.skinny_m else []
     sizes += [d for shapes in sweep.best_shape.values() for shape in shapes for d in shape]
@@ -142,6 +151,14 @@ def check(cfg: DictConfig, conf: Path | None = None) -> None:
                 )
         if not dev.dtypes:
             errors.append(f"{where}.dtypes is empty; allowed: a list of {', '.join(NAMES)}")
+        if not dev.backends:
+            errors.append(f"{where}.backends is empty; allowed: a list of {ALLOWED}")
+        for backend in dev.backends:
+            wrong = spec_error(backend)
+            if not wrong and backend != "torch" and dev.kind.name != "cpu":
+                wrong = f"backend {backend!r} on a {dev.kind.name} device; allowed: torch"
+            if wrong:
+                errors.append(f"{where}.backends has {wrong}")
         if not dev.shapes:
             errors.append(f"{where}.shapes is empty; allowed: a list of [M, N, K]")
         copy_bytes = 2 * cfg.bench.copy_mib * 2**20  # source and destination
@@ -222,7 +239,7 @@ def device_config(cfg: DictConfig, name: str) -> DictConfig:
 # pipeline files list them as params) and read nothing else of it. Everything else (SKU, price,
 # datasheet peaks and bandwidth, the lab's bands) is interpretation, applied by `aggregate`.
 PROBE_KEYS = ("kind", "recognise")
-MEASURING_KEYS = (*PROBE_KEYS, "dtypes", "shapes")
+MEASURING_KEYS = (*PROBE_KEYS, "dtypes", "shapes", "backends")
 
 
 def measuring(dev: DictConfig) -> DictConfig:

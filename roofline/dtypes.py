@@ -11,8 +11,11 @@ class CpuPath:
     """One CPU instruction-set path that runs a dtype's matmul natively."""
 
     flags: tuple[str, ...]  # CPU flags (as /proc/cpuinfo names them) that must all be present
-    flop_per_cycle: int  # per core
+    flop_per_cycle: int  # per core, at full width
     isa: str  # its name, and what the FLOP/cycle assumes
+    # Microarchitectures that run it on units half as wide, at half the FLOP per cycle (Zen 4
+    # splits AVX-512 over two 256-bit halves; the first Zen split AVX2 over 128-bit ones).
+    half_rate_on: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -24,9 +27,11 @@ class DType:
     # Largest allowed max|C - C_ref| / max|C_ref| against float64 on the checked rows. Rounding
     # of the output (and, for tf32/float8, of the inputs) gives ~1e-3; a wrong kernel gives ~1.
     tolerance: float
-    cpu: tuple[CpuPath, ...] = ()  # best first; empty: no CPU runs it natively
+    cpu: tuple[CpuPath, ...] = ()  # best first, for a computed peak
+    cpu_everywhere: bool = False  # every CPU runs it natively, whether or not a path is known
     min_compute_capability: tuple[int, int] | None = None  # GPUs; None: any CUDA GPU
     tf32: bool = False  # float32 storage, TF32 tensor-core math allowed
+    numpy_blas: bool = False  # numpy's matmul calls its BLAS for it (else a slow C loop)
     # float8 goes through torch's scaled matmul: B column-major, per-tensor scales, C in bfloat16,
     # and every dimension a multiple of 16.
     scaled: bool = False
@@ -39,12 +44,12 @@ class DType:
 
     @property
     def gpu_only(self) -> bool:
-        return not self.cpu
+        return not self.cpu and not self.cpu_everywhere
 
 
 # Two FMA units per core assumed: true of server cores and most client cores since Skylake.
-_AVX512_FMA = CpuPath(("avx512f",), 64, "AVX-512 FMA, 2 units assumed")
-_AVX2_FMA = CpuPath(("avx2", "fma"), 32, "AVX2 FMA, 2 units assumed")
+_AVX512_FMA = CpuPath(("avx512f",), 64, "AVX-512 FMA, 2 units assumed", ("zen4",))
+_AVX2_FMA = CpuPath(("avx2", "fma"), 32, "AVX2 FMA, 2 units assumed", ("zen",))
 
 DTYPES: dict[str, DType] = {
     d.name: d
@@ -55,7 +60,9 @@ DTYPES: dict[str, DType] = {
             4,
             4,
             1e-4,
-            cpu=(_AVX512_FMA, _AVX2_FMA, CpuPath((), 8, "SSE")),
+            cpu=(_AVX512_FMA, _AVX2_FMA, CpuPath(("sse2",), 8, "SSE")),
+            cpu_everywhere=True,
+            numpy_blas=True,
             marker="o",
         ),
         DType("tf32", "float32", 4, 4, 1e-2, min_compute_capability=(8, 0), tf32=True, marker="D"),
@@ -79,7 +86,7 @@ DTYPES: dict[str, DType] = {
             2e-2,
             cpu=(
                 CpuPath(("amx_bf16",), 1024, "AMX-BF16"),
-                CpuPath(("avx512_bf16",), 128, "AVX512-BF16, 2 units assumed"),
+                CpuPath(("avx512_bf16",), 128, "AVX512-BF16, 2 units assumed", ("zen4",)),
             ),
             min_compute_capability=(8, 0),
             marker="^",

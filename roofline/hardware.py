@@ -11,9 +11,6 @@ import json
 import os
 import platform
 import re
-import shutil
-import subprocess
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,16 +23,8 @@ if TYPE_CHECKING:  # omegaconf stays optional here: the GPU suite runs without i
 HARDWARE_ENV = "ROOFLINE_HARDWARE"
 
 
-def _cpuinfo_field(name: str) -> str | None:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return None
-    match = re.search(rf"^{name}\s*:\s*(.*)$", text, re.MULTILINE)
-    return match.group(1).strip() if match else None
-
-
-def _last_level_cache_bytes() -> int | None:
+def _linux_cache_bytes() -> int | None:
+    """The largest cache level of cpu0, from Linux's sysfs (exact where it exists)."""
     sizes = []
     for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
@@ -47,14 +36,63 @@ def _last_level_cache_bytes() -> int | None:
     return max(sizes) if sizes else None
 
 
-def cpu_info() -> dict[str, Any]:
-    flags = set((_cpuinfo_field("flags") or "").split())
+def cpu_facts() -> dict[str, Any]:
+    """This CPU as maintained libraries report it on Linux, macOS and Windows alike: py-cpuinfo
+    (model, vendor, family, flags), psutil (cores, memory), platform (OS, architecture)."""
+    import cpuinfo
+    import psutil
+
+    info = cpuinfo.get_cpu_info()
+    process = psutil.Process()
+    affinity = process.cpu_affinity() if hasattr(process, "cpu_affinity") else None
     return {
-        "model": _cpuinfo_field("model name") or platform.processor() or platform.machine(),
-        "logical_cores": len(os.sched_getaffinity(0)),
+        "system": platform.system(),
+        "machine": platform.machine(),
+        "brand": info.get("brand_raw") or platform.processor() or platform.machine(),
+        "vendor": info.get("vendor_id_raw"),
+        "family": info.get("family"),
+        "model_number": info.get("model"),
+        "flags": info.get("flags", []),
+        "cache_bytes": _linux_cache_bytes()
+        or info.get("l3_cache_size")
+        or info.get("l2_cache_size"),
+        "usable_cores": len(affinity) if affinity else psutil.cpu_count(logical=True),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "memory_bytes": psutil.virtual_memory().total,
+    }
+
+
+def microarchitecture(vendor: str | None, family: int | None, model: int | None) -> str | None:
+    """The microarchitectures whose vector units change the FLOP per cycle of an instruction
+    set (AMD's Zen generations: Zen 4 runs AVX-512 on two 256-bit halves), from the CPUID
+    family and model; None where it does not matter or is not known."""
+    if vendor != "AuthenticAMD" or family is None or model is None:
+        return None
+    if family == 0x17:
+        return "zen2" if model >= 0x30 else "zen"
+    if family == 0x19:
+        return "zen4" if 0x10 <= model <= 0x1F or 0x60 <= model <= 0xAF else "zen3"
+    if family == 0x1A:
+        return "zen5"
+    return None
+
+
+def cpu_info(facts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """This machine's CPU as the probe records it (`facts`: cpu_facts(), or a played one)."""
+    facts = facts or cpu_facts()
+    flags = set(facts["flags"])
+    return {
+        "model": facts["brand"],
+        "logical_cores": facts["usable_cores"],
+        "physical_cores": facts["physical_cores"],
         "isa": [flag for flag in CPU_FLAGS if flag in flags],
-        "cache_bytes": _last_level_cache_bytes(),
-        "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+        "microarchitecture": microarchitecture(
+            facts["vendor"], facts["family"], facts["model_number"]
+        ),
+        "system": facts["system"],
+        "machine": facts["machine"],
+        "cache_bytes": facts["cache_bytes"],
+        "memory_bytes": facts["memory_bytes"],
     }
 
 
@@ -96,6 +134,18 @@ def gpu_info() -> list[dict[str, Any]]:
             }
         )
     return gpus
+
+
+def apple_gpus(cpu: dict[str, Any]) -> list[dict[str, Any]]:
+    """Apple silicon's GPU, which torch reaches as `mps` (macOS on arm64 only); its memory is
+    the machine's, shared with the CPU."""
+    if cpu.get("system") != "Darwin" or cpu.get("machine") != "arm64":
+        return []
+    import torch
+
+    if not torch.backends.mps.is_available():
+        return []
+    return [{"name": f"{cpu['model']} GPU", "memory_bytes": cpu["memory_bytes"]}]
 
 
 def cublaslt_version() -> int | None:
@@ -170,12 +220,13 @@ def live_hardware() -> dict[str, Any]:
         except (OSError, ValueError) as err:
             raise HardwareError(f"{where}: cannot read it as JSON: {err}") from err
         check_description(described, where)
-        return {**described, "described_by": str(path)}
-    return {"cpu": cpu_info(), "gpus": gpu_info()}
+        return {"apple_gpus": [], **described, "described_by": str(path)}
+    cpu = cpu_info()
+    return {"cpu": cpu, "gpus": gpu_info(), "apple_gpus": apple_gpus(cpu)}
 
 
 def kind(dev: DictConfig | dict) -> str:
-    """ "cpu" or "cuda", from a composed config (an enum) or a plain YAML dict (a string)."""
+    """ "cpu", "cuda" or "mps", from a composed config (an enum) or a plain YAML dict."""
     return getattr(dev["kind"], "name", dev["kind"])
 
 
@@ -188,7 +239,8 @@ def find_device(dev: DictConfig | dict, hardware: dict[str, Any]) -> dict[str, A
         if re.search(rec.get("cpu_model") or ".*", hardware["cpu"]["model"]):
             return hardware["cpu"]
         return None
-    for gpu in hardware["gpus"]:
+    gpus = hardware.get("apple_gpus", []) if kind(dev) == "mps" else hardware["gpus"]
+    for gpu in gpus:
         if rec.get("gpu_name") and re.search(rec["gpu_name"], gpu["name"]):
             return gpu
     return None
@@ -209,6 +261,8 @@ def identity(kind: str, found: dict[str, Any]) -> dict[str, Any]:
     the same fingerprint."""
     if kind == "cpu":
         return {key: found[key] for key in ("model", "logical_cores", "isa")}
+    if kind == "mps":
+        return {"name": found["name"], "memory_gib": round(found["memory_bytes"] / 2**30)}
     return {
         "name": found["name"],
         "compute_capability": found["compute_capability"],
@@ -220,6 +274,8 @@ def identity(kind: str, found: dict[str, Any]) -> dict[str, Any]:
 def describe(hardware_identity: dict[str, Any]) -> str:
     if "model" in hardware_identity:
         return f"{hardware_identity['model']} ({hardware_identity['logical_cores']} cores)"
+    if "compute_capability" not in hardware_identity:  # Apple's GPU
+        return f"{hardware_identity['name']} ({hardware_identity['memory_gib']} GiB shared)"
     return f"{hardware_identity['name']} (sm_{hardware_identity['compute_capability']})"
 
 
@@ -228,58 +284,3 @@ def unmatched_gpus(devices: DictConfig | dict, hardware: dict[str, Any]) -> list
     patterns = [d["recognise"].get("gpu_name") for d in devices.values()]
     patterns = [p for p in patterns if p]
     return [g for g in hardware["gpus"] if not any(re.search(p, g["name"]) for p in patterns)]
-
-
-_CLOCK_PROGRAM = r"""
-#include <stdio.h>
-#include <time.h>
-int main(void) {
-    struct timespec t0, t1;
-    unsigned long x = 0, y = 1, n = 200000000UL;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (unsigned long i = 0; i < n; i++)
-        __asm__ volatile("add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
-                         : "+r"(x) : "r"(y));
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    printf("%f\n", 4.0 * n / s / 1e9);
-    return x == 0;
-}
-"""
-
-
-def measure_cpu_clock_ghz(cores: int) -> float | None:
-    """The clock all cores run at together: a chain of dependent register adds (one per cycle;
-    register operands, since recent cores fold add-immediate chains) on every core at once,
-    slowest core taken. Needs a C compiler and x86-64; None otherwise."""
-    compiler = shutil.which("cc") or shutil.which("gcc")
-    if compiler is None or platform.machine() not in ("x86_64", "AMD64"):
-        return None
-    with tempfile.TemporaryDirectory() as tmp:
-        source, binary = Path(tmp, "clock.c"), Path(tmp, "clock")
-        source.write_text(_CLOCK_PROGRAM)
-        built = subprocess.run([compiler, "-O1", "-o", binary, source], capture_output=True)
-        if built.returncode != 0:
-            return None
-        rounds = []
-        for _ in range(3):  # a busy neighbour only ever slows a round: keep the fastest
-            runs = [
-                subprocess.Popen([binary], stdout=subprocess.PIPE, text=True) for _ in range(cores)
-            ]
-            rounds.append(min(float(run.communicate()[0]) for run in runs))
-    return max(rounds)
-
-
-def cpu_clock(cores: int) -> dict[str, Any]:
-    """The CPU clock, as measured or read on this machine: {"ghz", "source"}; ghz is None when
-    nothing here tells it (the aggregate stage then needs devices.<name>.clock_ghz)."""
-    measured = measure_cpu_clock_ghz(cores)
-    if measured:
-        return {"ghz": measured, "source": "measured all-core clock"}
-    max_freq = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-    if max_freq.exists():
-        return {"ghz": int(max_freq.read_text()) / 1e6, "source": "cpufreq max"}
-    mhz = _cpuinfo_field("cpu MHz")
-    if mhz:
-        return {"ghz": float(mhz) / 1e3, "source": "/proc/cpuinfo cpu MHz"}
-    return {"ghz": None, "source": "no C compiler, cpufreq or /proc/cpuinfo here"}

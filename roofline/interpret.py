@@ -27,13 +27,16 @@ def peaks(dev: Any, record: dict[str, Any]) -> dict[str, tuple[float, str]]:
     }
     if kind(dev) != "cpu" or record.get("status") != "measured":
         return out
-    cores, flags = record["found"]["logical_cores"], set(record["found"]["isa"])
+    found = record["found"]
+    # SMT siblings share a core's FMA units: physical cores, where the probe could tell.
+    cores = found.get("physical_cores") or found["logical_cores"]
+    flags, microarchitecture = set(found["isa"]), found.get("microarchitecture")
     if dev.get("clock_ghz"):
         clock, clock_source = float(dev["clock_ghz"]), "set in conf"
     else:
         clock, clock_source = record["clock"]["ghz"], record["clock"]["source"]
     for dtype in DTYPES:
-        native = cpu_flop_per_cycle(dtype, flags)
+        native = cpu_flop_per_cycle(dtype, flags, microarchitecture)
         if dtype in out or not native or not clock:
             continue
         flop, isa = native

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from roofline import backends
 from roofline.arithmetic import buffer_sets, matmul_bytes
 from roofline.dtypes import DTYPES
 from roofline.timing import Timer, sample
@@ -52,6 +53,8 @@ def unsupported_reason(
                 "PyTorch's fallback would be a slow emulation, not this CPU's ceiling"
             )
         return None
+    if device_kind == "mps" and (d.tf32 or d.scaled):
+        return f"{dtype} is an NVIDIA tensor-core format; Apple's GPU has no {dtype} matmul"
     if d.min_compute_capability and compute_capability is not None:
         have = tuple(int(x) for x in compute_capability.split("."))
         if have < d.min_compute_capability:
@@ -116,16 +119,19 @@ def measure_matmul(
     cache_bytes: int | None,
     min_seconds: float = 0.0,
     monitor: Callable[[], Any] | None = None,
+    backend: str = "torch",
 ) -> Point:
-    """Check C = A @ B against float64, then time it. Raises WrongResult instead of timing a
-    kernel whose output is wrong."""
+    """Check C = A @ B through `backend` (roofline.backends) against float64, then time it.
+    Raises WrongResult instead of timing a kernel whose output is wrong."""
     gen = torch.Generator(device=device).manual_seed(seed)
     sets = min(MAX_SETS, buffer_sets(matmul_bytes(m, n, k, dtype), cache_bytes or 0))
-    operands = [_operands(m, n, k, dtype, device, gen) for _ in range(sets)]
-    mm = matmul_fn(dtype, device)
+    inputs = [_operands(m, n, k, dtype, device, gen) for _ in range(sets)]
+    library = backends.backend(backend, matmul_fn(dtype, device))
+    operands = [library.operands(a, b) for a, b in inputs]
+    mm = library.matmul
     with float32_math(dtype):
-        c = mm(*operands[0])
-        error = check_product(*operands[0], c, check_rows, gen)
+        c = library.product(mm(*operands[0]))
+        error = check_product(*inputs[0], c, check_rows, gen)
         tolerance = DTYPES[dtype].tolerance
         if not error <= tolerance:  # also catches NaN
             raise WrongResult(

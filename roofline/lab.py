@@ -31,8 +31,9 @@ def bench_matmul(
     if kind == "cuda":
         cache = torch.cuda.get_device_properties(device).L2_cache_size
     else:
-        cache = cpu_info()["cache_bytes"]
-        torch.set_num_threads(cpu_info()["logical_cores"])
+        cpu = cpu_info()
+        cache = cpu["cache_bytes"]
+        torch.set_num_threads(cpu["logical_cores"])
     name = DTYPE_NAMES[dtype]
     point = measure_matmul(
         M,

@@ -11,9 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from threadpoolctl import threadpool_limits
 
 from roofline import arithmetic as ar
-from roofline import telemetry
+from roofline import backends, telemetry
 from roofline.dtypes import DTYPES
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from roofline.schema import Measurement, empty, measurement, row
@@ -32,15 +33,23 @@ class Target:
 
     @property
     def kind(self) -> str:
-        return "cuda" if self.device.startswith("cuda") else "cpu"
+        return self.device.split(":")[0]
 
 
 def native_cpu_dtypes(flags: set[str]) -> set[str]:
-    return {name for name in DTYPES if ar.cpu_flop_per_cycle(name, flags)}
+    """The dtypes this CPU runs natively: float32 everywhere, the others by their flags."""
+    return {
+        name
+        for name, d in DTYPES.items()
+        if d.cpu_everywhere or ar.cpu_flop_per_cycle(name, flags)
+    }
 
 
 def cpu_target(found: dict[str, Any]) -> Target:
-    torch.set_num_threads(found["logical_cores"])  # all cores; torch.utils.benchmark would use one
+    # Every core, for every library: torch.utils.benchmark would use one thread, and numpy's
+    # BLAS follows its own environment variables.
+    torch.set_num_threads(found["logical_cores"])
+    threadpool_limits(limits=found["logical_cores"], user_api="blas")
     native = native_cpu_dtypes(set(found["isa"]))
     return Target("cpu", found.get("cache_bytes"), found["memory_bytes"], native)
 
@@ -58,18 +67,26 @@ def gpu_target(found: dict[str, Any], log: Callable[[str], None]) -> Target:
 
 
 def target_for(kind: str, found: dict[str, Any], log: Callable[[str], None]) -> Target:
+    if kind == "mps":  # no telemetry API, no cache size to rotate past: unified memory
+        return Target("mps", None, found["memory_bytes"], None)
     return cpu_target(found) if kind == "cpu" else gpu_target(found, log)
 
 
 def measure_point(
-    name: str, dtype: str, shape: list[int], target: Target, bench: Any, found: dict[str, Any]
+    name: str,
+    dtype: str,
+    shape: list[int],
+    target: Target,
+    bench: Any,
+    found: dict[str, Any],
+    backend: str = "torch",
 ) -> Measurement:
-    """One (dtype, shape): skipped, failed (wrong result, never timed) or measured."""
+    """One (dtype, shape, backend): skipped, failed (wrong result, never timed) or measured."""
     skip = unsupported_reason(
         dtype, target.kind, target.native, found.get("compute_capability"), shape
-    )
+    ) or backends.unsupported(backend, dtype, target.kind)
     if skip:
-        return empty(name, dtype, shape, "skipped", skip)
+        return empty(name, dtype, shape, "skipped", skip, backend)
     try:
         point = measure_matmul(
             *shape,
@@ -83,17 +100,18 @@ def measure_point(
             cache_bytes=target.cache_bytes,
             min_seconds=bench.min_seconds,
             monitor=target.monitor,
+            backend=backend,
         )
     except WrongResult as err:
-        return empty(name, dtype, shape, "failed", f"wrong result, not timed: {err}")
+        return empty(name, dtype, shape, "failed", f"wrong result, not timed: {err}", backend)
     summary = telemetry.summarize(point.telemetry, found.get("max_sm_clock_mhz"))
-    return measurement(name, dtype, shape, point.samples, point.check_error, summary)
+    return measurement(name, dtype, shape, point.samples, point.check_error, summary, backend)
 
 
 def describe(point: Measurement, peak_tflops: float | None = None) -> str:
     """One log line for a point (MFU when a peak is given)."""
     r = row(point, peak_tflops)
-    where = f"{r.device} {r.dtype} {[r.m, r.n, r.k]}"
+    where = f"{r.device} {r.dtype} {[r.m, r.n, r.k]} ({r.backend})"
     if r.status != "measured":
         return f"{where}: {r.status}: {r.reason}"
     text = f"{where}: {r.achieved_tflops:.4g} TFLOP/s"

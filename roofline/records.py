@@ -63,14 +63,22 @@ def never_measured(name: str) -> dict:
     return {"device": name, "status": NEVER}
 
 
-def points(dev: Any) -> list[tuple[str, list[int]]]:
-    """A device's (dtype, shape) points, in config order."""
-    return [(dtype.name, list(shape)) for dtype in dev.dtypes for shape in dev.shapes]
+def points(dev: Any) -> list[tuple[str, list[int], str]]:
+    """A device's (dtype, shape, backend) points, in config order."""
+    return [
+        (dtype.name, list(shape), backend)
+        for dtype in dev.dtypes
+        for shape in dev.shapes
+        for backend in dev.backends
+    ]
 
 
 def pending_record(name: str, dev: Any) -> dict[str, Any]:
     """A never-measured device's results: a row per point, with no numbers."""
-    rows = [empty(name, dtype, shape, "pending", "never measured") for dtype, shape in points(dev)]
+    rows = [
+        empty(name, dtype, shape, "pending", "never measured", backend)
+        for dtype, shape, backend in points(dev)
+    ]
     return {"device": name, "status": "pending", "rows": [asdict(row) for row in rows]}
 
 

@@ -33,9 +33,9 @@ class Measurement:
     n: int
     k: int
     status: str
-    series: str = (
-        "lab"  # lab (the device's configured shapes), or a sweep's square / skinny / best-shape
-    )
+    # lab (the device's configured shapes), or a sweep's square / skinny / best-shape
+    series: str = "lab"
+    backend: str = "torch"  # the library it went through (roofline.backends)
     reason: str = ""
     check_error: float | None = None  # max relative error against float64, before timing
     samples_s: list[float] = field(default_factory=list)  # every timed call
@@ -85,11 +85,20 @@ def measurement(
     samples: list[float],
     check_error: float,
     telemetry: dict[str, Any] | None = None,
+    backend: str = "torch",
 ) -> Measurement:
     """A measured point; `telemetry` is a summary from roofline.telemetry.summarize (GPUs)."""
     m, n, k = shape
     point = Measurement(
-        device, dtype, m, n, k, "measured", check_error=check_error, samples_s=list(samples)
+        device,
+        dtype,
+        m,
+        n,
+        k,
+        "measured",
+        backend=backend,
+        check_error=check_error,
+        samples_s=list(samples),
     )
     if telemetry:
         point.sm_clock_mhz = telemetry["sm_clock_mhz"]
@@ -100,10 +109,12 @@ def measurement(
     return point
 
 
-def empty(device: str, dtype: str, shape: list[int], status: str, reason: str) -> Measurement:
+def empty(
+    device: str, dtype: str, shape: list[int], status: str, reason: str, backend: str = "torch"
+) -> Measurement:
     """A pending, skipped or failed point: it carries no numbers."""
     m, n, k = shape
-    return Measurement(device, dtype, m, n, k, status, reason=reason)
+    return Measurement(device, dtype, m, n, k, status, backend=backend, reason=reason)
 
 
 def row(point: Measurement, peak_tflops: float | None = None, peak_source: str = "") -> Row:

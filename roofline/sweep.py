@@ -55,16 +55,19 @@ def measure_sweep(
     budget = sweep.budget_s.get(kind, 0.0)
     rows = []
     plan = [
-        (series, shape, d.name) for series, shape in sweep_shapes(sweep, kind) for d in dev.dtypes
+        (series, shape, d.name, backend)
+        for series, shape in sweep_shapes(sweep, kind)
+        for d in dev.dtypes
+        for backend in dev.backends
     ]
     with progress(plan, f"{name} sweep {sweep.name}") as bar:
-        for series, shape, dtype in bar:
-            bar.set_postfix_str(f"{series} {dtype} {shape}")
+        for series, shape, dtype, backend in bar:
+            bar.set_postfix_str(f"{series} {dtype} {shape} {backend}")
             if time.perf_counter() - t0 > budget:
                 reason = f"the sweep's {budget:g} s budget ran out"
-                row = empty(name, dtype, shape, "skipped", reason)
+                row = empty(name, dtype, shape, "skipped", reason, backend)
             else:
-                row = measure_point(name, dtype, shape, target, settings, found)
+                row = measure_point(name, dtype, shape, target, settings, found, backend)
             row.series = series
             rows.append(asdict(row))
             log(f"[{series}] {describe(row)}")

@@ -38,8 +38,30 @@ class CudaEventTimer:
         return start.elapsed_time(end) / 1e3
 
 
+class MpsEventTimer:
+    """Apple's GPU is asynchronous too: its own events around the call, read after a
+    synchronise."""
+
+    def __init__(self, mps=None) -> None:
+        if mps is None:
+            import torch
+
+            mps = torch.mps
+        self._mps = mps
+
+    def seconds(self, work: Callable[[], object]) -> float:
+        start = self._mps.Event(enable_timing=True)
+        end = self._mps.Event(enable_timing=True)
+        self._mps.synchronize()  # nothing queued earlier lands inside the window
+        start.record()
+        work()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+
 def timer_for(device_kind: str) -> Timer:
-    return CudaEventTimer() if device_kind == "cuda" else HostTimer()
+    return {"cuda": CudaEventTimer, "mps": MpsEventTimer}.get(device_kind, HostTimer)()
 
 
 MAX_REPEATS = 10_000

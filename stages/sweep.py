@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> None:
     elif cfg.sweep.name == "none":
         record = sweep_record(name, cfg.sweep.name, "measured", fingerprint=decision.fingerprint)
     else:
-        points = len(sweep_shapes(cfg.sweep, dev.kind.name)) * len(dev.dtypes)
+        points = len(sweep_shapes(cfg.sweep, dev.kind.name)) * len(dev.dtypes) * len(dev.backends)
         check_disk(sweep_path(name), points)
         record = measure_sweep(
             name, dev, cfg.bench, cfg.sweep, decision.found, decision.fingerprint

@@ -14,8 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_device_and_the_labs_defaults_compose():
     cfg = load_params(ROOT / "params.yaml")
-    assert list(cfg.devices) == ["cpu", "a100", "h100", "h200"]
+    assert list(cfg.devices) == ["cpu", "a100", "h100", "h200", "mps"]
     assert [d.name for d in cfg.devices.cpu.dtypes] == ["float32", "bfloat16", "float16"]
+    assert cfg.devices.mps.kind.name == "mps" and not cfg.devices.mps.show_pending
+    assert all(v is None for v in cfg.devices.mps.peak_tflops.values())  # Apple publishes none
     for name in ("a100", "h100", "h200"):
         gpu = cfg.devices[name]
         assert {"float16", "bfloat16"} <= {d.name for d in gpu.dtypes}
@@ -41,7 +43,7 @@ def test_overrides_compose_like_dvc_exp_run():
             "[float32, tf32, float16, bfloat16, float8_e4m3fn]",
         ),
         ("bench.repeats=abc", "abc", "could not be converted to Integer"),
-        ("devices.h100.kind=tpu", "tpu", "[cpu, cuda]"),
+        ("devices.h100.kind=tpu", "tpu", "[cpu, cuda, mps]"),
     ],
 )
 def test_schema_rejects_bad_overrides_at_composition(override, named, allowed):

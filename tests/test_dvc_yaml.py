@@ -53,6 +53,7 @@ def test_measuring_stages_depend_on_measuring_params_only():
         "devices.h100.recognise",
         "devices.h100.dtypes",
         "devices.h100.shapes",
+        "devices.h100.backends",
     ]
     assert device["probe"]["params"] == ["devices.h100.kind", "devices.h100.recognise"]
     assert (

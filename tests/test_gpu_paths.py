@@ -38,7 +38,7 @@ def test_lab_checks_band_threshold_and_invalid():
 
 def test_every_device_file_loads_without_omegaconf_and_matches_its_gpu():
     devices = device_files(ROOT / "conf/device")
-    assert set(devices) == {"cpu", "a100", "h100", "h200"}
+    assert set(devices) == {"cpu", "a100", "h100", "h200", "mps"}
     name, dev = match(H100_POD["gpus"][0], devices)
     assert name == "h100" and dev["peak_tflops"]["float8_e4m3fn"] == 1978.9
     h200 = dict(H100_POD["gpus"][0], name="NVIDIA H200")
