@@ -66,8 +66,8 @@ def metrics(table: pd.DataFrame) -> dict[str, Any]:
             )
             for name, r in entries.items():
                 out.setdefault(device, {})[name] = {
-                    "tflops": r.achieved_tflops,
-                    "mfu": None if pd.isna(r.mfu) else r.mfu,
+                    "tflops": r["achieved_tflops"],
+                    "mfu": None if pd.isna(r["mfu"]) else r["mfu"],
                 }
     return out
 
@@ -82,6 +82,7 @@ def device_entry(
         "sku": dev.sku,
         "kind": kind,
         "status": record["status"],
+        "show_pending": dev.show_pending,
         "cost_per_hour_usd": dev.cost_per_hour,
         "datasheet": {
             "peak_tflops": {d: tf for d, tf in to_plain(dev.peak_tflops).items() if tf is not None},

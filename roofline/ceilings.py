@@ -172,19 +172,22 @@ def share(tflops: float, steps: list[dict[str, Any]]) -> str:
     return f"{tflops / ref['tflops']:.1%} of the step above ({ref['step']})"
 
 
-def clock_step(head: Any, kind: str) -> dict[str, Any]:
-    name = "at the SM clock under load" if kind == "cuda" else "at the clock under load"
+def clock_step(head: Any, kind: str, fma: dict[str, Any] | None, steps: list) -> dict[str, Any]:
+    """What the cores deliver under load: a GPU's peak at its SM clock in the timed window
+    (NVML), a CPU's FMA throughput on every core at its widest vector (measured)."""
+    if kind == "cpu":
+        name = "measured FMA ceiling"
+        if not fma or fma["gflops"] is None:
+            return step(name, None, (fma or {}).get("reason", "not measured"))
+        ceiling = fma["gflops"] / 1e3
+        return step(name, ceiling, f"every core at once, {fma['vector']}: {share(ceiling, steps)}")
+    name = "at the SM clock under load"
     if kind == "cuda" and pd.notna(head.sm_clock_mhz) and head.sm_clock_max_mhz:
         ratio = head.sm_clock_mhz / head.sm_clock_max_mhz
         note = f"{head.sm_clock_mhz:.0f} of {head.sm_clock_max_mhz:.0f} MHz ({ratio:.1%})"
         return step(name, head.peak_tflops * ratio, note)
-    if kind == "cuda":
-        return step(name, None, "not measured (no NVML telemetry)")
     return step(
-        name,
-        None,
-        "not measured; the peak already uses the all-core clock measured before the run, "
-        "the AVX clock during it is not read",
+        name, None, "not measured (no NVML telemetry)" if kind == "cuda" else "not measured"
     )
 
 
@@ -212,7 +215,7 @@ def quantisation_step(
 ) -> dict[str, Any]:
     name = "tile and wave quantisation"
     if kind != "cuda" or not sm_count:
-        return step(name, None, "not modelled on CPUs" if kind == "cpu" else "no SM count known")
+        return step(name, None, "not modelled without an SM count")
     q = wave_quantisation(head.m, head.n, sm_count)
     ref = above(steps)
     if ref is None:
@@ -230,14 +233,20 @@ def quantisation_step(
 
 
 def breakdown(
-    head: Any, ceiling: dict[str, Any], kind: str, sm_count: int | None
+    head: Any,
+    ceiling: dict[str, Any],
+    kind: str,
+    sm_count: int | None,
+    fma: dict[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """From the dense peak down to the achieved figure, step by step; a step that was not
     measured says so and carries no number, and each number is a fraction of the last step
-    above it that has one."""
-    steps = [step("dense peak", head.peak_tflops, head.peak_source), clock_step(head, kind)]
+    above it that has one. `fma` is a CPU's measured FMA ceiling (roofline.peakflops)."""
+    steps = [step("dense peak", head.peak_tflops, head.peak_source)]
+    steps.append(clock_step(head, kind, fma, steps))
     steps.append(ceiling_step(head, ceiling, steps))
-    steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))
+    if kind != "cpu":  # a GPU's tiles and waves; a CPU's blocking is not modelled
+        steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))
     what_remains = f"what remains: achieved is {share(head.achieved_tflops, steps)}"
     steps.append(step("achieved", head.achieved_tflops, what_remains))
     return steps

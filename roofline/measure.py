@@ -39,9 +39,7 @@ class Target:
 def native_cpu_dtypes(flags: set[str]) -> set[str]:
     """The dtypes this CPU runs natively: float32 everywhere, the others by their flags."""
     return {
-        name
-        for name, d in DTYPES.items()
-        if d.cpu_everywhere or ar.cpu_flop_per_cycle(name, flags)
+        name for name, d in DTYPES.items() if d.cpu_everywhere or ar.cpu_flop_per_cycle(name, flags)
     }
 
 

@@ -52,7 +52,9 @@ class Roof:
     """One roofline: a memory slope up to its ridge, then flat at its compute ceiling."""
 
     device: str
-    source: str  # "datasheet" (a CPU's: computed from its clock) or "measured"
+    # "datasheet" (a CPU's: computed from its clock), "FMA" (a CPU's measured FMA ceiling) or
+    # "measured" (the best point of a dtype)
+    source: str
     dtypes: list[str]
     top: float  # TFLOP/s
     bandwidth: float | None  # GB/s of the slope; None: no bandwidth known, flat only
@@ -77,17 +79,31 @@ def roofs(rows: pd.DataFrame, manifest: dict) -> list[Roof]:
     point, over the copy bandwidth), in config order."""
     ceilings = measured_ceilings(rows)
     out = []
-    for name in dict.fromkeys(rows.device):
+    for name in drawn(rows, manifest):
         entry = manifest["devices"][name]
         pending = entry["status"] != "measured"
         sheet_bw = entry["datasheet"]["memory_bandwidth_gbps"]
         for peak, dtypes in peak_roofs(name, entry, rows).items():
             out.append(Roof(name, "datasheet", dtypes, peak, sheet_bw, pending))
         copy_bw = entry.get("memory_copy", {}).get("gbps")
+        fma = entry.get("fma", {}).get("gflops")
+        if fma:
+            out.append(Roof(name, "FMA", ["float32"], fma / 1e3, copy_bw, pending))
         for (device, dtype), ceiling in ceilings.items():
             if device == name and copy_bw:
                 out.append(Roof(name, "measured", [dtype], ceiling["tflops"], copy_bw, pending))
     return out
+
+
+def drawn(rows: pd.DataFrame, manifest: dict) -> list[str]:
+    """The devices the plot draws, in config order: measured ones, and the pending ones whose
+    conf shows them pending (the lab's)."""
+    return [
+        name
+        for name in dict.fromkeys(rows.device)
+        if manifest["devices"][name]["status"] == "measured"
+        or manifest["devices"][name].get("show_pending", True)
+    ]
 
 
 def draw_roof(ax: Axes, r: Roof, style: str, **line) -> None:
@@ -147,21 +163,23 @@ def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
     for r in roofs(rows, manifest):
         line = line_style(colors[r.device], r.pending)
         draw_roof(ax, r, "-" if r.source == "datasheet" else ":", **line)
-        if r.source == "datasheet":
-            text = f"{r.device} {'/'.join(r.dtypes)} {r.top:.3g}"
+        if r.source != "measured":  # datasheet and FMA roofs are named at their right end
+            what = "FMA ceiling" if r.source == "FMA" else "/".join(r.dtypes)
+            text = f"{r.device} {what} {r.top:.3g}"
             labels.setdefault(r.top, []).append((text, line["color"], line["alpha"]))
     label_roofs(ax, labels)
-    handles = [device_handle(n, manifest["devices"][n], c) for n, c in colors.items()]
+    handles = [device_handle(n, manifest["devices"][n], colors[n]) for n in drawn(rows, manifest)]
     lab = rows[(rows.status == "measured") & (rows.series == "lab")]
-    for (name, dtype), group in lab.groupby(["device", "dtype"], sort=False):
+    for (name, dtype, backend), group in lab.groupby(["device", "dtype", "backend"], sort=False):
         ax.scatter(
             group.arithmetic_intensity,
             group.achieved_tflops,
             s=170,
             zorder=5,
             marker=DTYPES[dtype].marker,
-            color=colors[name],
-            edgecolor="black",
+            facecolors=colors[name] if backend == "torch" else "none",
+            edgecolors=colors[name] if backend != "torch" else "black",
+            linewidths=2.0 if backend != "torch" else 1.0,
         )
     handles += [
         Line2D(
@@ -170,15 +188,19 @@ def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
             ls="",
             marker=DTYPES[d].marker,
             ms=11,
+            mew=2.0 if b != "torch" else 1.0,
             color="grey",
-            markeredgecolor="black",
-            label=f"measured {d}",
+            markerfacecolor="grey" if b == "torch" else "none",
+            markeredgecolor="black" if b == "torch" else "grey",
+            label=f"measured {d}" + (f" ({b})" if lab.backend.nunique() > 1 else ""),
         )
-        for d in dict.fromkeys(lab.dtype)
+        for d, b in dict.fromkeys(zip(lab.dtype, lab.backend, strict=True))
     ]
     handles += [
         Line2D([], [], color="black", ls="-", lw=2, label="datasheet (CPU: computed) peak"),
-        Line2D([], [], color="black", ls=":", lw=2, label="measured ceilings (best shape, copy)"),
+        Line2D(
+            [], [], color="black", ls=":", lw=2, label="measured ceilings (FMA, best shape, copy)"
+        ),
     ]
     ax.set(**AXES, title="Dense matmul roofline, every device")
     ax.legend(handles=handles, fontsize=11, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -187,7 +209,7 @@ def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
 
 
 # Every row of the interactive roofline has every field (DVC's plots need one set of keys).
-DATUM = ("kind", "device", "source", "line", "dtype", "series", "shape", "mfu")
+DATUM = ("kind", "device", "source", "line", "backend", "dtype", "series", "shape", "mfu")
 
 
 def interactive(rows: pd.DataFrame, manifest: dict) -> list[dict]:
@@ -200,11 +222,12 @@ def interactive(rows: pd.DataFrame, manifest: dict) -> list[dict]:
         for x, y in r.vertices():
             datum = {"kind": "roof", "device": r.device, "source": r.source, "line": line}
             data.append(dict.fromkeys(DATUM) | datum | {"arithmetic_intensity": x, "tflops": y})
-    for p in rows[rows.status == "measured"].itertuples():
+    for p in rows[(rows.status == "measured")].itertuples():
         datum = {
             "kind": "point",
             "device": p.device,
             "source": "measured",
+            "backend": p.backend,
             "dtype": p.dtype,
             "series": p.series,
             "shape": f"{p.m}x{p.n}x{p.k}",

@@ -40,6 +40,14 @@ def versions() -> dict[str, str | None]:
 RECORDED_ENV = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "OPENBLAS_CORETYPE",  # forces OpenBLAS's kernel
+    "OPENBLAS_L2_SIZE",
+    "MKL_ENABLE_INSTRUCTIONS",  # caps MKL's instruction set (Intel CPUs)
+    "MKL_DEBUG_CPU_TYPE",
+    "ONEDNN_MAX_CPU_ISA",  # caps oneDNN's (bfloat16, float16)
+    "DNNL_MAX_CPU_ISA",
+    "VECLIB_MAXIMUM_THREADS",  # Accelerate
     "CUDA_VISIBLE_DEVICES",
     "NVIDIA_TF32_OVERRIDE",
     "CUBLAS_WORKSPACE_CONFIG",

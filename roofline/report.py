@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from roofline.arithmetic import matmul_bytes, ridge_point
+from roofline.backends import label
 from roofline.ceilings import (
     breakdown,
     headline,
@@ -32,8 +33,8 @@ def _num(value: Any, fmt: str) -> str:
 
 def table(rows: pd.DataFrame) -> str:
     lines = [
-        "| device | dtype | M×N×K | status | TFLOP/s (median) | spread | MFU | GB/s | FLOP/byte |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|",
+        "| device | dtype | backend | M×N×K | status | TFLOP/s (median) | spread | MFU | GB/s | FLOP/byte |",
+        "|---|---|---|---|---|---:|---:|---:|---:|---:|",
     ]
     pending = rows[rows.status == "pending"]
     for r in rows[rows.status != "pending"].itertuples():
@@ -41,74 +42,152 @@ def table(rows: pd.DataFrame) -> str:
         if isinstance(r.flag, str) and r.flag:
             status += f" ⚠ {r.flag}"
         lines.append(
-            f"| {r.device} | {r.dtype} | {r.m}×{r.n}×{r.k} | {status} | "
+            f"| {r.device} | {r.dtype} | {r.backend} | {r.m}×{r.n}×{r.k} | {status} | "
             f"{_num(r.achieved_tflops, '.4g')} | {_num(r.spread, '.1%')} | {_num(r.mfu, '.1%')} | "
             f"{_num(r.achieved_bw_gbps, '.1f')} | {_num(r.arithmetic_intensity, '.1f')} |"
         )
     for (device, m, n, k), group in pending.groupby(["device", "m", "n", "k"], sort=False):
         lines.append(
-            f"| {device} | {', '.join(group.dtype)} | {m}×{n}×{k} | pending (see below) |  |  |  |  |  |"
+            f"| {device} | {', '.join(dict.fromkeys(group.dtype))} | "
+            f"{', '.join(dict.fromkeys(group.backend))} | {m}×{n}×{k} | pending (see below) "
+            "|  |  |  |  |  |"
         )
     return "\n".join(lines)
 
 
-def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
-    head = headline(rows, entry["kind"])
-    if head is None:
-        return f"No kernel of {name} was measured: every row is skipped or failed (see the table)."
-    versions, copy = entry["versions"], entry["memory_copy"]
-    library = (
-        f"torch {versions['torch']} with MKL {versions['mkl']} / oneDNN {versions['onednn']}, "
-        f"{entry['threads']} threads"
-        if entry["kind"] == "cpu"
-        else f"torch {versions['torch']}, CUDA {versions['cuda']}, cuBLASLt "
-        f"{entry.get('details', {}).get('cublaslt')}, driver {entry.get('details', {}).get('driver')}"
+def library(entry: dict[str, Any], backend: str, dtype: str) -> str:
+    """What a row went through, as the run recorded it."""
+    if entry["kind"] != "cpu":
+        details, versions = entry.get("details", {}), entry["versions"]
+        if entry["kind"] == "mps":
+            return f"torch {versions['torch']} (mps)"
+        return (
+            f"torch {versions['torch']}, CUDA {versions['cuda']}, cuBLASLt "
+            f"{details.get('cublaslt')}, driver {details.get('driver')}"
+        )
+    return label(backend, entry.get("libraries", {}).get(backend), dtype)
+
+
+def achieved_sentence(head: Any, entry: dict[str, Any]) -> str:
+    threads = f", {entry['threads']} threads" if entry["kind"] == "cpu" else ""
+    return (
+        f"**{head.dtype} {head.m}×{head.n}×{head.k}** ran at **{head.achieved_tflops:.4g} "
+        f"TFLOP/s** (median of {int(head.repeats)}, spread {head.spread:.1%}) through "
+        f"{library(entry, head.backend, head.dtype)}{threads}."
     )
-    shape = f"{head.m}×{head.n}×{head.k}"
-    parts = [
-        f"**{head.dtype} {shape}** ran at **{head.achieved_tflops:.4g} TFLOP/s** "
-        f"(median of {int(head.repeats)}, spread {head.spread:.1%}) on {library}."
-    ]
-    if pd.notna(head.mfu):
-        parts.append(
-            f"That is **MFU {head.mfu:.1%}** of the dense peak {head.peak_tflops:.4g} "
-            f"TFLOP/s ({head.peak_source})."
-        )
-    ridge = ridge_point(head.peak_tflops, copy["gbps"]) if pd.notna(head.peak_tflops) else None
+
+
+def mfu_sentence(head: Any) -> str:
+    if pd.isna(head.mfu):
+        return f"It has no MFU: {head.peak_source}."
+    return (
+        f"That is **MFU {head.mfu:.1%}** of the dense peak {head.peak_tflops:.4g} TFLOP/s "
+        f"({head.peak_source})."
+    )
+
+
+def intensity_sentence(head: Any, entry: dict[str, Any]) -> str:
+    copy = entry["memory_copy"]
     move_s = matmul_bytes(head.m, head.n, head.k, head.dtype) / (copy["gbps"] * 1e9)
-    if ridge:
-        side = "compute" if head.arithmetic_intensity > ridge else "memory"
-        parts.append(
-            f"Its intensity, {head.arithmetic_intensity:.1f} FLOP/byte, is "
-            f"{times(head.arithmetic_intensity / ridge)} the ridge of the dense peak over the "
-            f"measured copy bandwidth ({copy['gbps']:.1f} GB/s: ridge {ridge:.1f} FLOP/byte), so "
-            f"it is {side}-bound: "
-            f"moving its operands once at that rate takes {move_s:.3g} s, "
-            f"{move_s / head.median_s:.1%} of the measured time."
-        )
-    others = rows[
-        (rows.status == "measured")
-        & (rows.dtype != head.dtype)
-        & (rows.m == head.m)
-        & (rows.n == head.n)
-        & (rows.k == head.k)
+    moving = (
+        f"moving its operands once at the measured copy bandwidth ({copy['gbps']:.1f} GB/s) "
+        f"takes {move_s:.3g} s, {move_s / head.median_s:.1%} of the measured time"
+    )
+    if pd.isna(head.peak_tflops):
+        return f"Its intensity is {head.arithmetic_intensity:.1f} FLOP/byte: {moving}."
+    ridge = ridge_point(head.peak_tflops, copy["gbps"])
+    side = "compute" if head.arithmetic_intensity > ridge else "memory"
+    return (
+        f"Its intensity, {head.arithmetic_intensity:.1f} FLOP/byte, is "
+        f"{times(head.arithmetic_intensity / ridge)} the ridge of the dense peak over the "
+        f"measured copy bandwidth ({ridge:.1f} FLOP/byte), so it is {side}-bound: {moving}."
+    )
+
+
+def same_point(rows: pd.DataFrame, head: Any) -> pd.DataFrame:
+    measured = rows[rows.status == "measured"]
+    return measured[(measured.m == head.m) & (measured.n == head.n) & (measured.k == head.k)]
+
+
+def backend_sentences(head: Any, entry: dict[str, Any], rows: pd.DataFrame) -> list[str]:
+    """The other libraries on the same kernel: which BLAS is fastest is this machine's fact."""
+    same = same_point(rows, head)
+    others = same[(same.dtype == head.dtype) & (same.backend != head.backend)]
+    out = [
+        f"Through {library(entry, r.backend, r.dtype)} the same kernel ran at "
+        f"{r.achieved_tflops:.4g} TFLOP/s: the fastest is {times(head.achieved_tflops / r.achieved_tflops)} it."
+        for r in others.itertuples()
     ]
-    for r in others.itertuples():
+    amd = (entry.get("details", {}).get("microarchitecture") or "").startswith("zen")
+    torch_row = others[others.backend == "torch"]
+    if amd and head.dtype == "float32" and not torch_row.empty:
+        out.append(
+            "torch's float32 goes through MKL, which takes a slower path on CPUs not made by "
+            "Intel (pytorch/builder#504): on this AMD CPU, the knob is the library."
+        )
+    return out
+
+
+def dtype_sentences(head: Any, rows: pd.DataFrame) -> list[str]:
+    """The other dtypes on the same shape, each through its fastest library."""
+    same = same_point(rows, head)
+    others = same[same.dtype != head.dtype]
+    if others.empty:
+        return []
+    best = others.loc[others.groupby("dtype", sort=False).achieved_tflops.idxmax()]
+    out = []
+    for r in best.itertuples():
         mfu = (
             f" (MFU {r.mfu:.1%} of its {r.peak_tflops:.4g} TFLOP/s peak)" if pd.notna(r.mfu) else ""
         )
-        parts.append(
+        out.append(
             f"On the same shape {r.dtype} reached {r.achieved_tflops:.4g} TFLOP/s, "
             f"{r.achieved_tflops / head.achieved_tflops:.2f}× {head.dtype}{mfu}."
         )
-    if not others.empty:
-        best = SimpleNamespace(**others.loc[others.achieved_tflops.idxmax()].to_dict())
-        if best.achieved_tflops > head.achieved_tflops:
-            parts.append(
-                f"The largest measured optimisation left on the table is the {best.dtype} path "
-                f"({best.achieved_tflops / head.achieved_tflops:.2f}× the {head.dtype} kernel), at "
-                f"the cost of {best.dtype}'s precision."
+    fastest = SimpleNamespace(**best.loc[best.achieved_tflops.idxmax()].to_dict())
+    if fastest.achieved_tflops > head.achieved_tflops:
+        out.append(
+            f"The largest measured optimisation left on the table is the {fastest.dtype} path "
+            f"({fastest.achieved_tflops / head.achieved_tflops:.2f}× the {head.dtype} kernel), at "
+            f"the cost of {fastest.dtype}'s precision."
+        )
+    return out
+
+
+def fma_sentences(head: Any, entry: dict[str, Any]) -> list[str]:
+    """A CPU's own compute ceiling: its FMA throughput on every core, against the computed peak."""
+    fma = entry.get("fma")
+    if not fma:
+        return []
+    if fma["gflops"] is None:
+        return [
+            f"This CPU's FMA ceiling was {fma['reason']}, so nothing here bounds the BLAS but the computed peak."
+        ]
+    ceiling = fma["gflops"] / 1e3
+    text = (
+        f"The CPU's FMA ceiling, measured on every core at once ({fma['vector']}), is "
+        f"{ceiling:.4g} TFLOP/s; the kernel reaches {head.achieved_tflops / ceiling:.0%} of it"
+    )
+    computed = entry.get("peaks_used", {}).get("float32", {})
+    if computed.get("tflops") and head.dtype == "float32":
+        share = ceiling / computed["tflops"]
+        text += (
+            f", and the ceiling is {share:.0%} of the computed peak"
+            + (
+                ": the vector clock under load, or the FLOP per cycle assumed, is that much lower"
+                if share < 0.95
+                else ""
             )
+            + (
+                ": above it, so the computed peak's cores or FLOP per cycle are wrong for this CPU"
+                if share > 1.05
+                else ""
+            )
+        )
+    return [text + "."]
+
+
+def telemetry_sentences(head: Any, entry: dict[str, Any]) -> list[str]:
     if pd.notna(head.sm_clock_mhz):
         text = f"During the timed window the SM clock averaged {head.sm_clock_mhz:.0f} MHz"
         if pd.notna(head.sm_clock_max_mhz) and head.sm_clock_max_mhz:
@@ -123,19 +202,54 @@ def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
             if reasons
             else "; no clock limit was reported."
         )
-        parts.append(text)
-    elif entry["kind"] == "cuda":
-        parts.append("No NVML telemetry was recorded, so the clock under load is unknown.")
-    parts += [f"Lab check: {c}." for c in entry.get("lab_checks", [])]
-    if entry["kind"] == "cpu":
-        parts.append(
-            "Not measured here, and so not claimed: how far the AVX-512 clock under load sits below "
-            "the all-core clock the peak assumes, and how many cycles MKL spends packing panels "
-            "and on block edges."
-        )
-    skipped = rows[rows.status.isin(["skipped", "failed"])]
-    for r in skipped.itertuples():
-        parts.append(f"{r.dtype} {r.status}: {r.reason}.")
+        return [text]
+    if entry["kind"] == "cuda":
+        return ["No NVML telemetry was recorded, so the clock under load is unknown."]
+    return []
+
+
+# Environment variables that force a library's kernel or instruction set: a run with one set
+# did not measure what the library picks for this machine.
+FORCING = (
+    "OPENBLAS_CORETYPE",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_DEBUG_CPU_TYPE",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+)
+
+
+def forced_sentences(entry: dict[str, Any]) -> list[str]:
+    environment = entry.get("environment", {})
+    forced = [f"{name}={environment[name]}" for name in FORCING if name in environment]
+    if not forced:
+        return []
+    return [
+        f"This run had {', '.join(forced)} set, which forces the library's kernel or instruction "
+        "set: it measured that, not what the library picks for this CPU."
+    ]
+
+
+def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
+    """What the device's lab kernel reached and why, each sentence from a measured number."""
+    head = headline(rows, entry["kind"])
+    if head is None:
+        return f"No kernel of {name} was measured: every row is skipped or failed (see the table)."
+    parts = [
+        achieved_sentence(head, entry),
+        mfu_sentence(head),
+        intensity_sentence(head, entry),
+        *backend_sentences(head, entry, rows),
+        *dtype_sentences(head, rows),
+        *fma_sentences(head, entry),
+        *telemetry_sentences(head, entry),
+        *[f"Lab check: {c}." for c in entry.get("lab_checks", [])],
+        *forced_sentences(entry),
+        *[
+            f"{r.dtype} ({r.backend}) {r.status}: {r.reason}."
+            for r in rows[rows.status.isin(["skipped", "failed"])].itertuples()
+        ],
+    ]
     return " ".join(parts)
 
 
@@ -244,22 +358,35 @@ def device_section(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> list
     if head is None:
         return out
     ceiling = measured_ceilings(rows)[(name, head.dtype)]
-    steps = breakdown(head, ceiling, entry["kind"], entry.get("details", {}).get("sm_count"))
+    details = entry.get("details", {})
+    steps = breakdown(head, ceiling, entry["kind"], details.get("sm_count"), entry.get("fma"))
     out += ["", *breakdown_lines(steps), "", cost_line(entry, head)]
     check = prediction_line(name, entry, rows)
     return out + (["", check] if check else [])
 
 
+def shown(rows: pd.DataFrame, manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(devices the report shows, devices not measured yet that it only names): a device not
+    measured yet gets its section only if its conf shows it pending (the lab's own)."""
+    shown, named = [], []
+    for name in dict.fromkeys(rows.device):
+        entry = manifest["devices"][name]
+        visible = entry["status"] == "measured" or entry.get("show_pending", True)
+        (shown if visible else named).append(name)
+    return shown, named
+
+
 def render(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
-    order = list(dict.fromkeys(rows.device))
     sweep = manifest.get("sweep", "none")
+    devices, unmeasured = shown(rows, manifest)
     out = [
         "# Roofline report: dense matmul on every device",
         "",
         "The lab's kernel, C = A·B with M = N = K = 8192: float16 on GPUs, float32 through the "
-        "BLAS on a CPU. FLOPs = 2·M·N·K; bytes = (M·K + K·N)·input size + M·N·output size, the "
-        "ideal-cache lower bound; MFU = achieved / dense datasheet peak of the same dtype. Solid "
-        "lines: datasheet (CPU: computed) peaks and bandwidths; dotted: measured ceilings (the "
+        "BLAS on a CPU (every BLAS there is, the fastest as the headline). FLOPs = 2·M·N·K; "
+        "bytes = (M·K + K·N)·input size + M·N·output size, the ideal-cache lower bound; MFU = "
+        "achieved / dense datasheet peak of the same dtype. Solid lines: datasheet (CPU: "
+        "computed) peaks and bandwidths; dotted: measured ceilings (a CPU's FMA ceiling; the "
         "best TFLOP/s measured per dtype, "
         + (
             "which with no sweep is the lab kernel itself; "
@@ -276,12 +403,18 @@ def render(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
         "",
         "![roofline](roofline.png)",
         "",
-        table(rows[rows.series == "lab"]),
+        table(rows[(rows.series == "lab") & rows.device.isin(devices)]),
         "",
         "## Gaps to peak",
     ]
-    for name in order:
+    for name in devices:
         out += ["", *device_section(name, manifest["devices"][name], rows[rows.device == name])]
+    if unmeasured:
+        listed = ", ".join(f"{n} ({manifest['devices'][n]['sku']})" for n in unmeasured)
+        out += [
+            "",
+            f"Not measured yet, and shown once a machine that has them runs `uv run dvc repro`: {listed}.",
+        ]
     return "\n".join(out) + "\n"
 
 

@@ -134,7 +134,7 @@ def test_gpu_breakdown_from_peak_to_achieved():
     )
 
 
-def test_cpu_breakdown_says_what_was_not_measured():
+def test_cpu_breakdown_goes_through_the_measured_fma_ceiling():
     head = SimpleNamespace(
         m=8192,
         n=8192,
@@ -146,13 +146,27 @@ def test_cpu_breakdown_says_what_was_not_measured():
         sm_clock_max_mhz=float("nan"),
         achieved_tflops=0.32,
     )
-    steps = breakdown(
-        head, {"tflops": 0.34, "shape": [4096, 4096, 2048], "series": "best-shape"}, "cpu", None
-    )
-    assert steps[1]["tflops"] is None and steps[1]["note"].startswith("not measured")
-    assert steps[3]["tflops"] is None and "not modelled" in steps[3]["note"]
+    best = {"tflops": 0.34, "shape": [4096, 4096, 2048], "series": "best-shape"}
+    fma = {"gflops": 400.0, "vector": "AVX-512 (512-bit)", "per_core_gflops": [200.0, 200.0]}
+    steps = breakdown(head, best, "cpu", None, fma)
+    assert [s["step"] for s in steps] == [
+        "dense peak",
+        "measured FMA ceiling",
+        "measured compute ceiling",
+        "achieved",
+    ]
+    assert steps[1] == {
+        "step": "measured FMA ceiling",
+        "tflops": 0.4,
+        "note": "every core at once, AVX-512 (512-bit): 80.0% of the step above (dense peak)",
+    }
+    assert "85.0% of the step above (measured FMA ceiling)" in steps[2]["note"]  # 0.34 / 0.4
+    assert "achieved is 94.1% of the step above (measured compute ceiling)" in steps[3]["note"]
+    # Where nothing could compile the FMA kernel, the step says so and carries no number.
+    unmeasured = {"gflops": None, "vector": "AVX2", "reason": "not measured: no C compiler here"}
+    steps = breakdown(head, best, "cpu", None, unmeasured)
+    assert steps[1]["tflops"] is None and steps[1]["note"] == "not measured: no C compiler here"
     assert "68.0% of the step above (dense peak)" in steps[2]["note"]  # 0.34 / 0.5
-    assert "achieved is 94.1% of the step above (measured compute ceiling)" in steps[4]["note"]
 
 
 def test_with_no_sweep_the_breakdown_says_the_ceiling_is_not_measured_apart():

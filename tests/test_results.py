@@ -212,7 +212,7 @@ def test_report_explains_the_measured_and_shows_how_to_measure_the_pending(tmp_p
     assert "![roofline](roofline.png)" in text
     assert "**float32 8192×8192×8192** ran at **0.3141 TFLOP/s**" in text  # 2*8192^3 / 3.5 s
     assert "MFU 64.1%" in text  # 0.3141 / 0.49
-    assert "float16 skipped: no native float16 on this CPU" in text
+    assert "float16 (torch) skipped: no native float16 on this CPU" in text
     assert "### h100: NVIDIA H100 80GB SXM5 (pending)" in text
     assert "uv run dvc pull --allow-missing && uv run dvc repro && uv run dvc push" in text
     assert "float16 ridge 295 FLOP/byte" in text
