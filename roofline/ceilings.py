@@ -60,6 +60,7 @@ def measured_ceilings(rows: pd.DataFrame) -> dict[tuple[str, str], dict[str, Any
             "tflops": r.achieved_tflops,
             "shape": [r.m, r.n, r.k],
             "series": r.series,
+            "backend": r.backend,
         }
         for r in ceiling_rows(rows).itertuples()
     }
@@ -115,11 +116,22 @@ def wave_quantisation(
     }
 
 
-def why(r: Any, cache_bytes: int | None, overhead_s: float, sm_count: int | None) -> str:
+def why(
+    r: Any,
+    cache_bytes: int | None,
+    overhead_s: float,
+    sm_count: int | None,
+    ceiling: dict[str, Any] | None = None,
+) -> str:
     """The likeliest cause of a large prediction error for one measured point, from its numbers.
     `overhead_s` is the fixed cost per call of its dtype, as the fastest call measured shows it
-    (its measured time less the roofline's)."""
+    (its measured time less the roofline's); `ceiling` the point that defines its dtype's."""
     nbytes = matmul_bytes(r.m, r.n, r.k, r.dtype)
+    if ceiling and ceiling["shape"] == [r.m, r.n, r.k] and ceiling["backend"] != r.backend:
+        return (
+            f"the ceiling's own shape through another library: {r.backend} is slower here than "
+            f"{ceiling['backend']}, which defines the ceiling"
+        )
     if r.error < 0 and cache_bytes and nbytes <= cache_bytes:
         return (
             f"faster than the memory roof: its {nbytes / 2**20:.3g} MiB of operands fit in the "

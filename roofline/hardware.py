@@ -279,6 +279,21 @@ def describe(hardware_identity: dict[str, Any]) -> str:
     return f"{hardware_identity['name']} (sm_{hardware_identity['compute_capability']})"
 
 
+def describe_apart(here: dict[str, Any], recorded: dict[str, Any]) -> tuple[str, str]:
+    """Two identities described so that a reader sees how they differ (the same model can
+    differ in the instruction sets a VM exposes, or in its core count)."""
+    a, b = describe(here), describe(recorded)
+    if a != b:
+        return a, b
+    keys = [
+        key for key in sorted(here.keys() | recorded.keys()) if here.get(key) != recorded.get(key)
+    ]
+    return (
+        f"{a} [{'; '.join(f'{k}: {here.get(k)}' for k in keys)}]",
+        f"{b} [{'; '.join(f'{k}: {recorded.get(k)}' for k in keys)}]",
+    )
+
+
 def unmatched_gpus(devices: DictConfig | dict, hardware: dict[str, Any]) -> list[dict[str, Any]]:
     """GPUs here that no configured device recognises."""
     patterns = [d["recognise"].get("gpu_name") for d in devices.values()]

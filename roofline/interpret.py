@@ -49,10 +49,17 @@ def peaks(dev: Any, record: dict[str, Any]) -> dict[str, tuple[float, str]]:
 
 def no_peak(dev: Any, dtype: str, record: dict[str, Any]) -> str:
     """Why a dtype has no peak (and so no MFU)."""
-    if kind(dev) == "cpu" and record.get("clock", {}).get("ghz") is None:
+    if kind(dev) == "cpu" and record.get("status") == "measured":
+        if record.get("clock", {}).get("ghz") is None and not dev.get("clock_ghz"):
+            return (
+                f"no clock known ({record.get('clock', {}).get('source', 'not recorded')}): set "
+                "clock_ghz or peak_tflops in the device's conf file"
+            )
+        found = record["found"]
         return (
-            f"no clock known ({record.get('clock', {}).get('source', 'not recorded')}): set "
-            "clock_ghz or peak_tflops in the device's conf file"
+            f"no computed peak: no FLOP per cycle is known for {dtype} on {found['model']} "
+            f"(flags: {', '.join(found['isa']) or 'none known'}); set peak_tflops.{dtype} in the "
+            "device's conf file, or read the measured FMA ceiling"
         )
     return f"no datasheet peak for {dtype}: set peak_tflops.{dtype} in the device's conf file"
 

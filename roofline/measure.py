@@ -80,9 +80,9 @@ def measure_point(
     backend: str = "torch",
 ) -> Measurement:
     """One (dtype, shape, backend): skipped, failed (wrong result, never timed) or measured."""
-    skip = unsupported_reason(
+    skip = backends.unsupported(backend, dtype, target.kind) or unsupported_reason(
         dtype, target.kind, target.native, found.get("compute_capability"), shape
-    ) or backends.unsupported(backend, dtype, target.kind)
+    )
     if skip:
         return empty(name, dtype, shape, "skipped", skip, backend)
     try:

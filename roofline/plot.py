@@ -136,11 +136,29 @@ def device_handle(name: str, entry: dict, color: tuple) -> Line2D:
     return Line2D([], [], ls="-" if sheet_bw else ":", label=label, **line_style(color, pending))
 
 
+# Roofs closer than this factor in height share one label (they would print over each other).
+LABEL_SPACING = 1.15
+
+
 def label_roofs(ax: Axes, labels: dict[float, list[tuple[str, tuple, float]]]) -> None:
-    """Each datasheet roof's name at its right end; roofs at one height (H100, H200) share one."""
-    for height, texts in labels.items():
+    """Each named roof's label at its right end; roofs at about one height (H100 and H200; a
+    CPU's computed peak and its FMA ceiling) share one, at the highest of them."""
+    groups: list[tuple[float, list]] = []
+    for height in sorted(labels):
+        if groups and height / groups[-1][0] < LABEL_SPACING:
+            groups[-1] = (height, groups[-1][1] + labels[height])
+        else:
+            groups.append((height, list(labels[height])))
+    for height, texts in groups:
+        colors = {color for _, color, _ in texts}
         text, color, alpha = (
-            texts[0] if len(texts) == 1 else ("; ".join(t for t, _, _ in texts), "black", 0.8)
+            texts[0]
+            if len(texts) == 1
+            else (
+                "; ".join(t for t, _, _ in texts),
+                colors.pop() if len(colors) == 1 else "black",
+                0.8,
+            )
         )
         ax.annotate(
             text,

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from roofline.errors import RecordError
-from roofline.hardware import describe, locate
+from roofline.hardware import describe, describe_apart, locate
 from roofline.paths import device_dir, fingerprint_path
 from roofline.schema import empty, read_json
 
@@ -91,7 +91,12 @@ def on_record(name: str, results: dict[str, Any] | None) -> dict:
     """The fingerprint of what is on record: the one a measured results.json was measured
     under, else "never measured"."""
     if results and results.get("status") == "measured":
-        return results["fingerprint"]
+        if "fingerprint" in results:
+            return results["fingerprint"]
+        # A record from before fingerprints travelled inside results: the hardware and torch it
+        # names are the same facts.
+        torch_version = results.get("run", {}).get("versions", {}).get("torch", "")
+        return fingerprint(name, results["hardware"], torch_version)
     return never_measured(name)
 
 
@@ -118,9 +123,10 @@ def probe_decision(
         )
     if never or record["hardware"] == here:
         return fresh, f"{name}: here ({describe(here)})"
+    this, that = describe_apart(here, record["hardware"])
     return record, (
-        f"{name}: this machine has {describe(here)} but the results on record were measured on "
-        f"{describe(record['hardware'])}; keeping them. To measure this machine instead: "
+        f"{name}: this machine has {this} but the results on record were measured on "
+        f"{that}; keeping them. To measure this machine instead: "
         f"`uv run python -m stages.probe {name} --replace` then `uv run dvc repro` (README: "
         "replacing a device's hardware)."
     )
@@ -154,10 +160,13 @@ def measure_or_pend(
             f"here), and this machine cannot re-measure it: it was measured on "
             f"{describe(recorded['hardware'])}. Restore it: `uv run dvc checkout --force {output}`"
         )
-    this = f"has {describe(here)}" if here else f"has no {name}"
+    this, that = (
+        describe_apart(here, recorded["hardware"]) if here else ("", describe(recorded["hardware"]))
+    )
+    this = f"has {this}" if here else f"has no {name}"
     raise RecordError(
         f"{name}: its {stage} stage is stale (its code or measuring params changed since it was "
-        f"measured), but its results were measured on {describe(recorded['hardware'])} and "
+        f"measured), but its results were measured on {that} and "
         f"this machine {this}. The recorded results are kept as they are. Either re-measure on "
         f"that hardware (`uv run dvc repro {device_dir(name)}/dvc.yaml` there), or render the "
         "report from the recorded results here (`uv run dvc repro -s aggregate plot report`), "

@@ -321,7 +321,7 @@ def prediction_line(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str
             f"{SWEEP_HINT} to check the roofline against."
         )
     details = entry.get("details", {})
-    overheads = per_call_overheads(pred)
+    overheads, ceilings = per_call_overheads(pred), measured_ceilings(rows)
     parts = []
     for bound, group in checked.groupby("bound", sort=True):
         worst = SimpleNamespace(**group.loc[group.error.abs().idxmax()].to_dict())
@@ -330,12 +330,13 @@ def prediction_line(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str
             details.get("cache_bytes") or details.get("l2_bytes"),
             overheads[worst.dtype],
             details.get("sm_count"),
+            ceilings[(name, worst.dtype)],
         )
         parts.append(
             f"{len(group)} {bound}-bound point{'s' if len(group) > 1 else ''}, median |error| "
             f"{group.error.abs().median():.1%}, "
             f"worst {worst.error:+.0%} at {worst.dtype} {worst.m}×{worst.n}×{worst.k} "
-            f"({worst.series}): {cause}"
+            f"({worst.series}, {worst.backend}): {cause}"
         )
     return (
         "Roofline check, predicted time = max(FLOPs / measured ceiling of the dtype, bytes / "

@@ -43,6 +43,7 @@ def test_the_best_measured_point_is_the_ceiling():
             "tflops": pytest.approx(0.2),
             "shape": [2000, 2000, 2000],
             "series": "square",
+            "backend": "torch",
         }
     }
 
@@ -100,6 +101,13 @@ def test_why_names_cache_overhead_quantisation_or_memory():
     assert "32 tiles" in why(row(1000, 1000, 4096, 1e-3, 0.8), None, 1e-5, 132)
     assert why(row(1, 8192, 8192, 1e-3, 0.3, "memory"), None, 1e-5, None).startswith(
         "memory-bound, yet slower"
+    )
+    # The ceiling's own shape, through a slower library: the library is the cause.
+    numpy_best = {"tflops": 1.0, "shape": [8192] * 3, "series": "lab", "backend": "numpy"}
+    torch_point = SimpleNamespace(**vars(row(8192, 8192, 8192, 1e-3, 0.1)), backend="torch")
+    assert why(torch_point, None, 0.0, None, numpy_best) == (
+        "the ceiling's own shape through another library: torch is slower here than numpy, "
+        "which defines the ceiling"
     )
 
 

@@ -78,3 +78,10 @@ def test_benchmark_refuses_a_stale_device_measured_elsewhere(here):
     assert "h100" in message and "NVIDIA H100 80GB HBM3" in message
     assert "dvc repro -s aggregate plot report" in message
     assert "experiments/x4-roofline/devices/h100/dvc.yaml" in message
+
+
+def test_two_machines_of_one_model_name_are_told_apart_in_the_message():
+    vm = dict(LAPTOP, isa=["avx2", "avx512f"])
+    _, message = probe_decision("dev", fp(vm), LAPTOP, fp(LAPTOP))
+    assert "this machine has Laptop CPU (8 cores) [isa: ['avx2']]" in message
+    assert "measured on Laptop CPU (8 cores) [isa: ['avx2', 'avx512f']]" in message

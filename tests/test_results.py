@@ -263,7 +263,7 @@ def test_report_has_the_breakdown_cost_and_roofline_check_and_an_appendix(tmp_pa
     # 8192^3 predicted at the ceiling: 1.0995e12 / 0.3436e12 = 3.2 s; measured 3.5 s: +9.4%.
     # The 4096^3 point defines the ceiling, so it checks nothing.
     assert (
-        "1 compute-bound point, median |error| 9.4%, worst +9% at float32 8192×8192×8192 (lab): "
+        "1 compute-bound point, median |error| 9.4%, worst +9% at float32 8192×8192×8192 (lab, torch): "
         "compute-bound below the best shape's rate" in text
     )
     extra = appendix(table, info)

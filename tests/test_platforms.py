@@ -1,0 +1,256 @@
+"""Laptops this machine is not (macOS on Apple silicon and on Intel, Windows, Linux on AMD and
+Intel), each played by faking the facts the maintained libraries report (py-cpuinfo, psutil,
+platform). What the probe records and decides, which dtypes run natively, the computed peaks
+and the messages are the real code's."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from roofline import hardware, paths
+from roofline.interpret import interpret, peaks
+from roofline.measure import native_cpu_dtypes
+from roofline.schema import empty
+from roofline.timing import MpsEventTimer, timer_for
+from stages import probe
+from tests.conftest import device
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 1 << 30
+FACTS = {
+    "macos-arm64": {
+        "system": "Darwin",
+        "machine": "arm64",
+        "brand": "Apple M2 Pro",
+        "vendor": None,
+        "family": None,
+        "model_number": None,
+        "flags": [],
+        "cache_bytes": 16 << 20,
+        "usable_cores": 10,
+        "physical_cores": 10,
+        "memory_bytes": 32 * GIB,
+    },
+    "macos-intel": {
+        "system": "Darwin",
+        "machine": "x86_64",
+        "brand": "Intel(R) Core(TM) i9-9880H CPU @ 2.30GHz",
+        "vendor": "GenuineIntel",
+        "family": 6,
+        "model_number": 158,
+        "flags": ["sse2", "avx", "avx2", "fma"],
+        "cache_bytes": 16 << 20,
+        "usable_cores": 16,
+        "physical_cores": 8,
+        "memory_bytes": 32 * GIB,
+    },
+    "windows-intel": {
+        "system": "Windows",
+        "machine": "AMD64",
+        "brand": "12th Gen Intel(R) Core(TM) i7-1260P",
+        "vendor": "GenuineIntel",
+        "family": 6,
+        "model_number": 154,
+        "flags": ["sse2", "avx2", "fma"],
+        "cache_bytes": 18 << 20,
+        "usable_cores": 16,
+        "physical_cores": 12,
+        "memory_bytes": 16 * GIB,
+    },
+    "linux-amd-zen4": {
+        "system": "Linux",
+        "machine": "x86_64",
+        "brand": "AMD Ryzen 7 7840U w/ Radeon 780M Graphics",
+        "vendor": "AuthenticAMD",
+        "family": 25,
+        "model_number": 116,
+        "flags": ["sse2", "avx2", "fma", "avx512f", "avx512_bf16"],
+        "cache_bytes": 16 << 20,
+        "usable_cores": 16,
+        "physical_cores": 8,
+        "memory_bytes": 32 * GIB,
+    },
+    "linux-intel-sapphire-rapids": {
+        "system": "Linux",
+        "machine": "x86_64",
+        "brand": "Intel(R) Xeon(R) Platinum 8480+",
+        "vendor": "GenuineIntel",
+        "family": 6,
+        "model_number": 143,
+        "flags": ["sse2", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16"],
+        "cache_bytes": 105 << 20,
+        "usable_cores": 8,
+        "physical_cores": 4,
+        "memory_bytes": 64 * GIB,
+    },
+}
+CPU = device(
+    kind="cpu",
+    sku="laptop",
+    recognise={"cpu_model": ".*"},
+    dtypes=["float32", "bfloat16", "float16"],
+    shapes=[[64, 64, 64]],
+)
+
+
+def record(facts: dict, ghz: float | None = 3.0) -> dict:
+    """A measured CPU record as this laptop's run would write it (its clock given)."""
+    found = hardware.cpu_info(facts)
+    return {"status": "measured", "found": found, "clock": {"ghz": ghz, "source": "measured"}}
+
+
+@pytest.mark.parametrize(
+    ("laptop", "microarchitecture", "native"),
+    [
+        ("macos-arm64", None, {"float32"}),
+        ("macos-intel", None, {"float32"}),
+        ("windows-intel", None, {"float32"}),
+        ("linux-amd-zen4", "zen4", {"float32", "bfloat16"}),
+        ("linux-intel-sapphire-rapids", None, {"float32", "bfloat16", "float16"}),
+    ],
+)
+def test_each_laptop_is_described_from_its_libraries_facts(laptop, microarchitecture, native):
+    facts = FACTS[laptop]
+    found = hardware.cpu_info(facts)
+    assert found["model"] == facts["brand"] and found["system"] == facts["system"]
+    assert found["logical_cores"] == facts["usable_cores"]
+    assert found["physical_cores"] == facts["physical_cores"]
+    assert found["microarchitecture"] == microarchitecture
+    assert native_cpu_dtypes(set(found["isa"])) == native
+
+
+def test_computed_peaks_use_physical_cores_and_each_cores_vector_units():
+    # 8 physical Zen 4 cores x 3 GHz x 32 FLOP/cycle: AVX-512 on 256-bit units.
+    zen4 = peaks(CPU, record(FACTS["linux-amd-zen4"]))
+    assert zen4["float32"][0] == pytest.approx(8 * 3.0 * 32 / 1e3)
+    assert "8 cores x 3.00 GHz" in zen4["float32"][1] and "half rate" in zen4["float32"][1]
+    assert zen4["bfloat16"][0] == pytest.approx(8 * 3.0 * 64 / 1e3)
+    # 4 physical Sapphire Rapids cores (8 threads): AVX-512 at 64, AMX-BF16 at 1024.
+    spr = peaks(CPU, record(FACTS["linux-intel-sapphire-rapids"]))
+    assert spr["float32"][0] == pytest.approx(4 * 3.0 * 64 / 1e3)
+    assert spr["bfloat16"][0] == pytest.approx(4 * 3.0 * 1024 / 1e3)
+    # 12 physical cores on Windows, AVX2 with two FMA units: 32 FLOP/cycle.
+    windows = peaks(CPU, record(FACTS["windows-intel"]))
+    assert windows["float32"][0] == pytest.approx(12 * 3.0 * 32 / 1e3)
+
+
+def test_apple_silicon_gets_no_invented_peak_and_says_why():
+    mac = record(FACTS["macos-arm64"], ghz=None)
+    assert peaks(CPU, mac) == {}
+    (row,) = interpret([empty("cpu", "float32", [64, 64, 64], "skipped", "x")], CPU, mac, "laptop")
+    assert row.peak_source.startswith("no clock known")
+    (row,) = interpret(
+        [empty("cpu", "float32", [64, 64, 64], "skipped", "x")],
+        CPU,
+        record(FACTS["macos-arm64"]),
+        "x",
+    )
+    assert row.peak_source.startswith(
+        "no computed peak: no FLOP per cycle is known for float32 on Apple M2 Pro (flags: none known)"
+    )
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    shutil.copy(ROOT / "params.yaml", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ROOFLINE_HARDWARE", raising=False)
+    monkeypatch.setattr(hardware, "gpu_info", lambda: [])  # no NVIDIA GPU on a laptop
+    return tmp_path
+
+
+def play(monkeypatch, laptop: str, mps: bool = False) -> None:
+    import torch
+
+    monkeypatch.setattr(hardware, "cpu_facts", lambda: FACTS[laptop])
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+
+
+def test_a_mac_probes_its_cpu_and_its_gpu(workspace, monkeypatch, capsys):
+    play(monkeypatch, "macos-arm64", mps=True)
+    probe.main(["cpu"])
+    probe.main(["mps"])
+    out = capsys.readouterr().out
+    assert "cpu: here (Apple M2 Pro (10 cores))" in out
+    assert "mps: here (Apple M2 Pro GPU (32 GiB shared))" in out
+    fingerprint = json.loads(paths.fingerprint_path("mps").read_text())
+    assert fingerprint["hardware"] == {"name": "Apple M2 Pro GPU", "memory_gib": 32}
+
+
+@pytest.mark.parametrize("laptop", ["windows-intel", "macos-intel", "linux-amd-zen4"])
+def test_a_laptop_without_apples_gpu_pends_mps_and_measures_its_cpu(
+    workspace, monkeypatch, capsys, laptop
+):
+    play(monkeypatch, laptop)
+    probe.main(["cpu"])
+    probe.main(["mps"])
+    out = capsys.readouterr().out
+    assert f"cpu: here ({FACTS[laptop]['brand']} ({FACTS[laptop]['usable_cores']} cores))" in out
+    assert "mps: not on this machine, never measured: pending" in out
+    from roofline.config import device_config, load_params, measuring
+    from roofline.records import decide
+
+    dev = measuring(device_config(load_params(), "cpu"))
+    assert decide("cpu", dev, "benchmark", paths.results_path("cpu")).action == "measure"
+    assert (
+        decide(
+            "mps",
+            measuring(device_config(load_params(), "mps")),
+            "benchmark",
+            paths.results_path("mps"),
+        ).action
+        == "pending"
+    )
+
+
+class FakeMps:
+    """torch.mps as the timer uses it: events that record a clock, and a synchronise."""
+
+    def __init__(self):
+        self.calls, self.now = [], 0.0
+
+    def synchronize(self):
+        self.calls.append("synchronize")
+
+    def Event(self, enable_timing):
+        fake = self
+
+        class Event:
+            def record(self):
+                fake.calls.append("record")
+                self.at = fake.now
+
+            def synchronize(self):
+                fake.calls.append("wait")
+
+            def elapsed_time(self, end):
+                return (end.at - self.at) * 1e3  # milliseconds, as torch's
+
+        return Event()
+
+
+def test_the_mps_timer_times_between_its_own_events_after_a_synchronise():
+    mps = FakeMps()
+
+    def work():
+        mps.calls.append("work")
+        mps.now += 0.25
+
+    assert MpsEventTimer(mps).seconds(work) == pytest.approx(0.25)
+    assert mps.calls == ["synchronize", "record", "work", "record", "wait"]
+    assert type(timer_for("mps")).__name__ == "MpsEventTimer"
+
+
+def test_numpy_on_a_mac_is_named_by_its_accelerate_build(monkeypatch):
+    import numpy as np
+
+    from roofline import backends
+
+    config = {"Build Dependencies": {"blas": {"name": "accelerate", "version": "unknown"}}}
+    monkeypatch.setattr(np, "show_config", lambda mode: config)
+    monkeypatch.setattr("threadpoolctl.threadpool_info", lambda: [])
+    library = backends.numpy_blas()
+    assert library == {"library": "accelerate", "version": "unknown"}
+    assert backends.label("numpy", library) == "numpy (accelerate unknown)"
