@@ -87,6 +87,8 @@ def device_entry(
         "datasheet": {
             "peak_tflops": {d: tf for d, tf in to_plain(dev.peak_tflops).items() if tf is not None},
             "memory_bandwidth_gbps": dev.memory_bandwidth_gbps,
+            "peak_clock_mhz": dev.peak_clock_mhz,
+            "sm_count": dev.sm_count,
         },
         "lab": {
             "band_tflops": to_plain(dev.lab_band_tflops),

@@ -184,9 +184,12 @@ def share(tflops: float, steps: list[dict[str, Any]]) -> str:
     return f"{tflops / ref['tflops']:.1%} of the step above ({ref['step']})"
 
 
-def clock_step(head: Any, kind: str, fma: dict[str, Any] | None, steps: list) -> dict[str, Any]:
-    """What the cores deliver under load: a GPU's peak at its SM clock in the timed window
-    (NVML), a CPU's FMA throughput on every core at its widest vector (measured)."""
+def clock_step(
+    head: Any, kind: str, fma: dict[str, Any] | None, steps: list, peak_clock_mhz: float | None
+) -> dict[str, Any]:
+    """What the cores deliver under load: a GPU's peak scaled by its SM clock in the timed
+    window (NVML) over the clock its datasheet peak assumes, a CPU's FMA throughput on every
+    core at its widest vector (measured)."""
     if kind == "cpu":
         name = "measured FMA ceiling"
         if not fma or fma["gflops"] is None:
@@ -194,13 +197,17 @@ def clock_step(head: Any, kind: str, fma: dict[str, Any] | None, steps: list) ->
         ceiling = fma["gflops"] / 1e3
         return step(name, ceiling, f"every core at once, {fma['vector']}: {share(ceiling, steps)}")
     name = "at the SM clock under load"
-    if kind == "cuda" and pd.notna(head.sm_clock_mhz) and head.sm_clock_max_mhz:
-        ratio = head.sm_clock_mhz / head.sm_clock_max_mhz
-        note = f"{head.sm_clock_mhz:.0f} of {head.sm_clock_max_mhz:.0f} MHz ({ratio:.1%})"
-        return step(name, head.peak_tflops * ratio, note)
-    return step(
-        name, None, "not measured (no NVML telemetry)" if kind == "cuda" else "not measured"
+    if kind != "cuda" or pd.isna(head.sm_clock_mhz):
+        why = "not measured (no NVML telemetry)" if kind == "cuda" else "not measured"
+        return step(name, None, why)
+    if not peak_clock_mhz:
+        return step(name, None, "the clock the datasheet peak assumes is not set (peak_clock_mhz)")
+    ratio = head.sm_clock_mhz / peak_clock_mhz
+    note = (
+        f"{head.sm_clock_mhz:.0f} MHz in the timed window against the {peak_clock_mhz:.0f} MHz "
+        f"the datasheet peak assumes ({ratio:.1%})"
     )
+    return step(name, head.peak_tflops * ratio, note)
 
 
 def is_itself(head: Any, ceiling: dict[str, Any]) -> bool:
@@ -250,12 +257,14 @@ def breakdown(
     kind: str,
     sm_count: int | None,
     fma: dict[str, Any] | None = None,
+    peak_clock_mhz: float | None = None,
 ) -> list[dict[str, Any]]:
     """From the dense peak down to the achieved figure, step by step; a step that was not
     measured says so and carries no number, and each number is a fraction of the last step
-    above it that has one. `fma` is a CPU's measured FMA ceiling (roofline.peakflops)."""
+    above it that has one. `fma` is a CPU's measured FMA ceiling (roofline.peakflops);
+    `peak_clock_mhz` the SM clock a GPU's datasheet peak assumes."""
     steps = [step("dense peak", head.peak_tflops, head.peak_source)]
-    steps.append(clock_step(head, kind, fma, steps))
+    steps.append(clock_step(head, kind, fma, steps, peak_clock_mhz))
     steps.append(ceiling_step(head, ceiling, steps))
     if kind != "cpu":  # a GPU's tiles and waves; a CPU's blocking is not modelled
         steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))

@@ -51,6 +51,10 @@ class DeviceConfig:
     # Datasheet memory bandwidth (GB/s, 1e9) and capacity (GB); null where unknown.
     memory_bandwidth_gbps: float | None = None
     memory_gb: float | None = None
+    # GPUs: the SM clock the datasheet's dense peak assumes (peak = SMs x FLOP/clock x clock),
+    # which a clock under load is compared with; and the SM count, from the same datasheet.
+    peak_clock_mhz: float | None = None
+    sm_count: int | None = None
     # CPU only: the clock used for the computed peak; null means the probe's reading.
     clock_ghz: float | None = None
     # The lab's sanity band (expected TFLOP/s, low and high; the report allows +-20%) and its
@@ -74,6 +78,9 @@ class DeviceConfig:
 class BenchConfig:
     seed: int = 0
     warmup: int = 3
+    # ...and warm-up calls back to back until this many seconds ran: clocks settle in about a
+    # second, so a count alone leaves a fast GPU kernel's first samples at cold clocks.
+    warmup_seconds: float = 1.0
     repeats: int = 10
     # Rows of C checked against a float64 reference before timing.
     check_rows: int = 16
@@ -115,8 +122,9 @@ def check(cfg: DictConfig, conf: Path | None = None) -> None:
             f"check_rows={cfg.bench.check_rows}; allowed: repeats >= 1, warmup >= 0, "
             "check_rows >= 1"
         )
-    if cfg.bench.min_seconds < 0:
-        errors.append(f"bench.min_seconds={cfg.bench.min_seconds}; allowed: >= 0")
+    for key in ("min_seconds", "warmup_seconds"):
+        if cfg.bench[key] < 0:
+            errors.append(f"bench.{key}={cfg.bench[key]}; allowed: >= 0")
     if cfg.bench.copy_mib < 1:
         errors.append(f"bench.copy_mib={cfg.bench.copy_mib}; allowed: a positive integer")
     sweep = cfg.sweep

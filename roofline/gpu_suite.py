@@ -41,30 +41,45 @@ def match(gpu: dict[str, Any], devices: dict[str, dict[str, Any]]) -> tuple[str,
     return gpu["name"], {"kind": "cuda", "peak_tflops": {}, "recognise": {}}
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    head = f"{'dtype':<14}{'TFLOP/s':>10}{'spread':>8}{'MFU':>8}{'SM MHz':>14}{'W':>6}{'C':>5}  throttle"
+def cell(value: Any, fmt: str) -> str:
+    return "-" if value is None or value == "" else format(value, fmt)
+
+
+def table(rows: list[dict[str, Any]], peak_clock_mhz: float | None = None) -> str:
+    """Every figure a GPU run produces, a line per dtype: rate, MFU, how it was timed, clocks
+    (the window's mean / the datasheet peak's / NVML's maximum), power and energy from the
+    window, temperature, clock limits, other processes and failed reads."""
+    head = (
+        f"{'dtype':<14}{'TFLOP/s':>9}{'spread':>8}{'MFU':>7}  {'SM MHz mean/sheet/max':<22}"
+        f"{'W':>5}{'J/TFLOP':>8}{'C':>4}  timing | clock limits | other processes | NVML errors"
+    )
     lines = [head]
     for r in rows:
         if r["status"] != "measured":
             lines.append(f"{r['dtype']:<14}{r['status']}: {r['reason']}")
             continue
-        mfu = f"{r['mfu']:.1%}" if r["mfu"] is not None else "-"
-        clock = (
-            f"{r['sm_clock_mhz']:.0f}/{r['sm_clock_max_mhz'] or 0:.0f}"
-            if r["sm_clock_mhz"] is not None
-            else "-"
+        clocks = "/".join(
+            cell(v, ".0f") for v in (r["sm_clock_mhz"], peak_clock_mhz, r["sm_clock_max_mhz"])
         )
-        power = f"{r['power_w']:.0f}" if r["power_w"] is not None else "-"
-        temp = f"{r['temperature_max_c']:.0f}" if r["temperature_max_c"] is not None else "-"
         lines.append(
-            f"{r['dtype']:<14}{r['achieved_tflops']:>10.1f}{r['spread']:>8.1%}{mfu:>8}"
-            f"{clock:>14}{power:>6}{temp:>5}  {r['throttle_reasons'] or '-'}"
+            f"{r['dtype']:<14}{r['achieved_tflops']:>9.1f}{r['spread']:>8.1%}"
+            f"{cell(r['mfu'], '.1%'):>7}  {clocks:<22}{cell(r['power_w'], '.0f'):>5}"
+            f"{cell(r['joules_per_tflop'], '.2f'):>8}{cell(r['temperature_max_c'], '.0f'):>4}  "
+            f"{r['timing']} | {r['throttle_reasons'] or '-'} | {r['other_processes'] or '-'} | "
+            f"{r['telemetry_errors'] or '-'}"
         )
     return "\n".join(lines)
 
 
 def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: SimpleNamespace) -> dict:
     name, dev = match(gpu, devices)
+    print(
+        f"\n{gpu['name']}: recognised as {name} ({dev.get('sku', 'no device file')}); "
+        f"sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs, driver {gpu.get('driver')}, "
+        f"CUDA {gpu.get('cuda')}, cuBLASLt {gpu.get('cublaslt')}, power limit "
+        f"{gpu.get('power_limit_w')} W",
+        flush=True,
+    )
     target = gpu_target(gpu, print)
     points = []
     for dtype in SUITE_DTYPES:
@@ -85,9 +100,7 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: SimpleNamespac
     )
     rows = [asdict(r) for r in rows]
     print(
-        f"\n{name}: {gpu['name']} (sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs, "
-        f"driver {gpu.get('driver')}, CUDA {gpu.get('cuda')}, cuBLASLt {gpu.get('cublaslt')}, "
-        f"power limit {gpu.get('power_limit_w')} W)\n{table(rows)}\n"
+        f"\n{table(rows, dev.get('peak_clock_mhz'))}\n"
         f"copy 1 GiB device-to-device: {copy_tbps:.2f} TB/s (read + write, median, spread "
         f"{copy['spread']:.1%})"
     )
@@ -110,6 +123,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
     parser.add_argument("--size", type=int, default=8192, help="M = N = K (default 8192)")
     parser.add_argument(
+        "--gpu", type=int, action="append", help="a GPU's index (repeatable; default: every one)"
+    )
+    parser.add_argument(
         "--min-seconds",
         type=float,
         default=1.0,
@@ -119,12 +135,23 @@ def main(argv: list[str] | None = None) -> None:
     gpus = gpu_info()
     if not gpus:
         raise HardwareError("no NVIDIA GPU visible (NVML and torch.cuda): nothing to check")
+    chosen = [g for g in gpus if args.gpu is None or g["index"] in args.gpu]
+    if not chosen:
+        known = ", ".join(str(g["index"]) for g in gpus)
+        raise HardwareError(f"--gpu {args.gpu}: no such GPU; this machine has {known}")
     bench = SimpleNamespace(
-        seed=0, warmup=3, repeats=10, check_rows=16, min_seconds=args.min_seconds
+        seed=0,
+        warmup=3,
+        warmup_seconds=1.0,
+        repeats=10,
+        check_rows=16,
+        min_seconds=args.min_seconds,
     )
-    results = [run_gpu(gpu, device_files(), args.size, bench) for gpu in gpus]
-    if args.out:
-        args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    results = []
+    for gpu in chosen:  # each GPU's results written as soon as it is measured
+        results.append(run_gpu(gpu, device_files(), args.size, bench))
+        if args.out:
+            args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
 
 
 if __name__ == "__main__":

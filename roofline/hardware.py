@@ -108,14 +108,66 @@ def gpu_count() -> int:
         return 0
 
 
+# The oldest NVIDIA driver branch each CUDA major version runs on (NVIDIA's CUDA compatibility
+# table: minor-version compatibility within a major version).
+MIN_DRIVER = {13: 580, 12: 525, 11: 450}
+
+
+def nvml_driver() -> str | None:
+    try:
+        import pynvml
+
+        return pynvml.nvmlSystemGetDriverVersion()
+    except Exception:
+        return None
+
+
+def driver_problem(
+    gpus: int, torch_version: str, torch_cuda: str | None, driver: str | None, said: str
+) -> str:
+    """Why torch cannot use the GPUs NVML sees, and what to do, in a user's words."""
+    seen = f"NVML sees {gpus} NVIDIA GPU{'s' if gpus > 1 else ''} (driver {driver or 'unknown'})"
+    if torch_cuda is None:
+        return (
+            f"{seen}, but this torch ({torch_version}) is a CPU-only build: "
+            "`uv sync --locked` installs the locked CUDA build"
+        )
+    major = int(torch_cuda.split(".")[0])
+    need = MIN_DRIVER.get(major)
+    have = int(driver.split(".")[0]) if driver and driver.split(".")[0].isdigit() else None
+    why = (
+        f"CUDA {major} needs driver >= {need}"
+        if need and have is not None and have < need
+        else f"torch said: {said or 'nothing'}"
+    )
+    return (
+        f"{seen}, but torch {torch_version} (built for CUDA {torch_cuda}) cannot use "
+        f"{'them' if gpus > 1 else 'it'}: "
+        f"{why}. Nothing was measured. Either use a host whose driver is >= {need or 'that'} "
+        "(`nvidia-smi` shows it: check before you measure), or install a torch built for a CUDA "
+        "that this driver runs: `scripts/pod-setup` does it (README: pods with older drivers)."
+    )
+
+
 def gpu_info() -> list[dict[str, Any]]:
-    """NVIDIA GPUs through torch (always) and NVML (driver, power, clocks)."""
-    if gpu_count() == 0:
+    """NVIDIA GPUs through torch (always) and NVML (driver, power, clocks). GPUs that NVML sees
+    and torch cannot use stop the probe, by name: a pod that measured nothing must not look as
+    if it had no GPU."""
+    count = gpu_count()
+    if count == 0:
         return []
+    import warnings
+
     import torch
 
-    if not torch.cuda.is_available():
-        return []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        available = torch.cuda.is_available()
+    if not available:
+        said = " ".join(str(w.message).strip() for w in caught)
+        raise HardwareError(
+            driver_problem(count, torch.__version__, torch.version.cuda, nvml_driver(), said)
+        )
     gpus = []
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)

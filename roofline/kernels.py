@@ -4,13 +4,13 @@ Device-agnostic: the same code runs on "cpu" and "cuda"; only the Timer differs.
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from roofline import backends
-from roofline.arithmetic import buffer_sets, matmul_bytes
+from roofline.arithmetic import buffer_sets, matmul_bytes, summarize
 from roofline.dtypes import DTYPES
 from roofline.timing import Timer, sample
 
@@ -27,7 +27,8 @@ class Point:
     samples: list[float]
     check_error: float
     buffer_sets: int
-    telemetry: list[dict] = field(default_factory=list)  # NVML samples of the timed window
+    timing: str = ""  # how the samples were timed
+    window: Any = None  # what the telemetry window recorded (a Sampler), or None
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -88,11 +89,24 @@ def _operands(m: int, n: int, k: int, dtype: str, device: str, gen: torch.Genera
     return a, torch.randn(k, n, device=device, generator=gen).to(to)
 
 
-def matmul_fn(dtype: str, device: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    if DTYPES[dtype].scaled:
-        one = torch.ones((), device=device)
-        return lambda a, b: torch._scaled_mm(a, b, one, one, out_dtype=torch.bfloat16)
-    return torch.matmul
+def matmul_fn(
+    dtype: str, device: str, fast_accum: bool = False
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """torch's matmul for a dtype; float8 through the public scaled matmul where this torch has
+    one (torch.nn.functional.scaled_mm), else torch._scaled_mm, with per-tensor scales of 1
+    and a bfloat16 C. `fast_accum`: float8's faster, less exact accumulation."""
+    if not DTYPES[dtype].scaled:
+        return torch.matmul
+    one = torch.ones((), device=device)
+    public = getattr(torch.nn.functional, "scaled_mm", None)
+    if public is not None:
+        whole = torch.nn.functional.ScalingType.TensorWise
+        return lambda a, b: public(
+            a, b, one, whole, one, whole, output_dtype=torch.bfloat16, use_fast_accum=fast_accum
+        )
+    return lambda a, b: torch._scaled_mm(
+        a, b, one, one, out_dtype=torch.bfloat16, use_fast_accum=fast_accum
+    )
 
 
 def check_product(
@@ -102,6 +116,27 @@ def check_product(
     picked = torch.randperm(a.shape[0], generator=gen, device=gen.device)[:rows].to(a.device)
     ref = a[picked].double() @ b.double()
     return ((c[picked].double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+
+
+# Below this per-call time a GPU call is worth replaying from a CUDA graph: host launch cost is
+# then a large part of it.
+GRAPH_BELOW_S = 100e-6
+
+
+def graphed(call: Callable[[int], object], sets: int) -> Callable[[int], object]:
+    """One CUDA graph of `sets` calls (one per operand set), replayed whole: the launch cost is
+    paid once for all of them."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # warm up on a side stream before capture, as torch asks
+        for i in range(sets):
+            call(i)
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for i in range(sets):
+            call(i)
+    return lambda _: graph.replay()
 
 
 def measure_matmul(
@@ -118,11 +153,13 @@ def measure_matmul(
     check_rows: int,
     cache_bytes: int | None,
     min_seconds: float = 0.0,
+    warmup_seconds: float = 0.0,
     monitor: Callable[[], Any] | None = None,
     backend: str = "torch",
 ) -> Point:
-    """Check C = A @ B through `backend` (roofline.backends) against float64, then time it.
-    Raises WrongResult instead of timing a kernel whose output is wrong."""
+    """Check C = A @ B through `backend` (roofline.backends) against float64, then time it
+    (on a GPU, from a CUDA graph where that measures a short call better). Raises WrongResult
+    instead of timing a kernel whose output is wrong."""
     gen = torch.Generator(device=device).manual_seed(seed)
     sets = min(MAX_SETS, buffer_sets(matmul_bytes(m, n, k, dtype), cache_bytes or 0))
     inputs = [_operands(m, n, k, dtype, device, gen) for _ in range(sets)]
@@ -139,9 +176,22 @@ def measure_matmul(
                 f"against float64 on {check_rows} rows"
             )
         del c
-        with monitor() if monitor else contextlib.nullcontext() as watch:
-            samples = sample(lambda i: mm(*operands[i % sets]), timer, warmup, repeats, min_seconds)
-    return Point(samples, error, sets, watch.samples if watch else [])
+
+        def call(i: int) -> object:
+            return mm(*operands[i % sets])
+
+        timing = dict(timer=timer, warmup=warmup, repeats=repeats, min_seconds=min_seconds)
+        samples, window = sample(call, **timing, warmup_seconds=warmup_seconds, window=monitor)
+        how = timer.name
+        if device.startswith("cuda") and summarize(samples)["median_s"] < GRAPH_BELOW_S:
+            replays, graph_window = sample(graphed(call, sets), **timing, window=monitor)
+            per_call = [t / sets for t in replays]
+            if summarize(per_call)["median_s"] < summarize(samples)["median_s"]:
+                samples, window = per_call, graph_window
+                how = f"CUDA graph of {sets} calls, replayed back to back"
+            else:
+                how += " (a CUDA graph was not faster)"
+    return Point(samples, error, sets, how, window)
 
 
 def measure_copy(
@@ -158,4 +208,4 @@ def measure_copy(
     gen = torch.Generator(device=device).manual_seed(seed)
     src = torch.randn(nbytes // 4, device=device, generator=gen)
     dst = torch.empty_like(src)
-    return sample(lambda i: dst.copy_(src), timer, warmup, repeats, min_seconds)
+    return sample(lambda i: dst.copy_(src), timer, warmup, repeats, min_seconds)[0]

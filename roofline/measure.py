@@ -97,13 +97,16 @@ def measure_point(
             check_rows=bench.check_rows,
             cache_bytes=target.cache_bytes,
             min_seconds=bench.min_seconds,
+            warmup_seconds=getattr(bench, "warmup_seconds", 0.0),
             monitor=target.monitor,
             backend=backend,
         )
     except WrongResult as err:
         return empty(name, dtype, shape, "failed", f"wrong result, not timed: {err}", backend)
-    summary = telemetry.summarize(point.telemetry, found.get("max_sm_clock_mhz"))
-    return measurement(name, dtype, shape, point.samples, point.check_error, summary, backend)
+    summary = telemetry.summarize(point.window, found.get("max_sm_clock_mhz"))
+    return measurement(
+        name, dtype, shape, point.samples, point.check_error, summary, backend, point.timing
+    )
 
 
 def describe(point: Measurement, peak_tflops: float | None = None) -> str:

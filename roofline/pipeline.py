@@ -24,12 +24,11 @@ HEADER = GENERATED + (
     "# persist: true keeps a recorded output on disk while its stage runs, so a refused or\n"
     "# failed run leaves it whole (DVC otherwise deletes outputs first).\n"
 )
-# The pod's set-up and run. The standalone uv installer works where the image's Python is
-# "externally managed" (PEP 668) and pip refuses to install.
+# The pod's set-up and run: scripts/pod-setup installs uv (the standalone installer, which
+# works where the image's Python refuses pip, PEP 668), the locked environment, and a torch for
+# the host's driver where it is older than the lock's CUDA needs; UV_NO_SYNC keeps that torch.
 POD_SETUP = """set -e
-command -v uv || curl -LsSf https://astral.sh/uv/install.sh | sh
-export PATH="$HOME/.local/bin:$PATH"
-uv sync --locked
+bash scripts/pod-setup
 """
 POD_RUN = """set -e
 export PATH="$HOME/.local/bin:$PATH"
@@ -154,7 +153,7 @@ def task_file(name: str, dev: dict[str, Any]) -> dict[str, Any]:
             "autostop": {"idle_minutes": 10, "down": True},
         },
         "workdir": ".",  # this repository, .git included, as ~/sky_workdir on the pod
-        "envs": {"DEVICE": name},
+        "envs": {"DEVICE": name, "UV_NO_SYNC": "1"},
         "secrets": dict.fromkeys(SECRETS, ""),  # values from `--secret NAME`, never on disk
         "setup": POD_SETUP,
         "run": POD_RUN,

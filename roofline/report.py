@@ -190,12 +190,16 @@ def fma_sentences(head: Any, entry: dict[str, Any]) -> list[str]:
 def telemetry_sentences(head: Any, entry: dict[str, Any]) -> list[str]:
     if pd.notna(head.sm_clock_mhz):
         text = f"During the timed window the SM clock averaged {head.sm_clock_mhz:.0f} MHz"
-        if pd.notna(head.sm_clock_max_mhz) and head.sm_clock_max_mhz:
+        assumed = entry["datasheet"].get("peak_clock_mhz")
+        if assumed:
             text += (
-                f" against a maximum of {head.sm_clock_max_mhz:.0f} "
-                f"({head.sm_clock_mhz / head.sm_clock_max_mhz:.0%})"
+                f", {head.sm_clock_mhz / assumed:.0%} of the {assumed:.0f} MHz the datasheet peak "
+                "assumes"
             )
-        text += f", at {head.power_w:.0f} W ({head.joules_per_tflop:.2f} J per TFLOP)"
+        if pd.notna(head.sm_clock_max_mhz) and head.sm_clock_max_mhz:
+            text += f" (NVML's maximum: {head.sm_clock_max_mhz:.0f} MHz)"
+        if pd.notna(head.power_w):
+            text += f", at {head.power_w:.0f} W ({head.joules_per_tflop:.2f} J per TFLOP)"
         reasons = head.throttle_reasons if isinstance(head.throttle_reasons, str) else ""
         text += (
             f"; clock limits reported: {reasons.replace('+', ', ')}."
@@ -359,8 +363,15 @@ def device_section(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> list
     if head is None:
         return out
     ceiling = measured_ceilings(rows)[(name, head.dtype)]
-    details = entry.get("details", {})
-    steps = breakdown(head, ceiling, entry["kind"], details.get("sm_count"), entry.get("fma"))
+    details, sheet = entry.get("details", {}), entry["datasheet"]
+    steps = breakdown(
+        head,
+        ceiling,
+        entry["kind"],
+        details.get("sm_count") or sheet.get("sm_count"),
+        entry.get("fma"),
+        sheet.get("peak_clock_mhz"),
+    )
     out += ["", *breakdown_lines(steps), "", cost_line(entry, head)]
     check = prediction_line(name, entry, rows)
     return out + (["", check] if check else [])

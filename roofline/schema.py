@@ -39,12 +39,16 @@ class Measurement:
     reason: str = ""
     check_error: float | None = None  # max relative error against float64, before timing
     samples_s: list[float] = field(default_factory=list)  # every timed call
+    timing: str = ""  # how the samples were timed (host clock, events back to back, CUDA graph)
     # GPU telemetry over the timed window (NVML); empty on CPUs.
     sm_clock_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
     power_w: float | None = None
+    energy_j: float | None = None  # the driver's energy counter over the timed window
     temperature_max_c: float | None = None
-    throttle_reasons: str = ""
+    throttle_reasons: str = ""  # clock-event reasons seen, idleness left out
+    other_processes: str = ""  # other processes computing on the GPU during the window
+    telemetry_errors: str = ""  # NVML reads that failed
 
 
 @dataclass
@@ -86,6 +90,7 @@ def measurement(
     check_error: float,
     telemetry: dict[str, Any] | None = None,
     backend: str = "torch",
+    timing: str = "",
 ) -> Measurement:
     """A measured point; `telemetry` is a summary from roofline.telemetry.summarize (GPUs)."""
     m, n, k = shape
@@ -99,13 +104,17 @@ def measurement(
         backend=backend,
         check_error=check_error,
         samples_s=list(samples),
+        timing=timing,
     )
     if telemetry:
         point.sm_clock_mhz = telemetry["sm_clock_mhz"]
         point.sm_clock_max_mhz = telemetry["sm_clock_max_mhz"]
         point.power_w = telemetry["power_w"]
+        point.energy_j = telemetry.get("energy_j")
         point.temperature_max_c = telemetry["temperature_max_c"]
         point.throttle_reasons = "+".join(telemetry["throttle_reasons"])
+        point.other_processes = "; ".join(telemetry.get("other_processes", []))
+        point.telemetry_errors = "; ".join(telemetry.get("errors", []))
     return point
 
 
@@ -139,16 +148,24 @@ def row(point: Measurement, peak_tflops: float | None = None, peak_source: str =
     out.achieved_tflops = achieved
     out.achieved_bw_gbps = ar.gbps(nbytes, stats["median_s"])
     out.arithmetic_intensity = ar.intensity(flops, nbytes)
-    if point.power_w is not None:
+    if point.energy_j is not None:  # the window's energy over its calls' work
+        out.joules_per_tflop = point.energy_j / (len(point.samples_s) * flops / 1e12)
+    elif point.power_w is not None:
         out.joules_per_tflop = ar.joules_per_tflop(point.power_w, stats["median_s"], flops)
+    flags = []
     if peak_tflops:
         out.peak_tflops = peak_tflops
         out.mfu = ar.mfu(achieved, peak_tflops)
         if achieved > peak_tflops:
-            out.flag = (
+            flags.append(
                 f"above the dense peak ({achieved:.3g} > {peak_tflops:.3g} TFLOP/s): a bug "
                 "in the timing, the FLOP count or the peak, not a result"
             )
+    if point.other_processes:
+        flags.append(
+            f"shared GPU: other processes computed on it during the window ({point.other_processes})"
+        )
+    out.flag = "; ".join(flags)
     return out
 
 

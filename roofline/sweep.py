@@ -51,6 +51,8 @@ def measure_sweep(
         repeats=bench.repeats,
         check_rows=bench.check_rows,
         min_seconds=sweep.min_seconds,
+        # The device is busy from one point to the next, so its clocks are warm: a short warm-up.
+        warmup_seconds=min(bench.warmup_seconds, sweep.min_seconds),
     )
     budget = sweep.budget_s.get(kind, 0.0)
     rows = []

@@ -1,13 +1,19 @@
-"""GPU telemetry through NVML, sampled in a thread while the timed window runs.
+"""GPU telemetry through NVML over the timed window only (the warm-up is not in it): clocks,
+temperature and clock-event reasons sampled in a thread, energy from the driver's counter at
+both ends, and the other processes on the GPU. Each field is read on its own, so one that
+fails leaves the others, and every failure is reported with the row.
 
-`summarize` is pure, so recorded samples can be summarised and tested without a GPU."""
+`summarize` is pure, so recorded windows can be summarised and tested without a GPU."""
 
+import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
-# NVML clock-event ("throttle") reason bits, as nvml.h defines them.
-THROTTLE_REASONS = {
+# NVML clock-event reason bits, as nvml.h defines them. "gpu_idle" is left out of what a row
+# reports: it only says the GPU was idle for part of a sample, not that a clock was limited.
+CLOCK_EVENT_REASONS = {
     0x1: "gpu_idle",
     0x2: "applications_clocks_setting",
     0x4: "sw_power_cap",
@@ -18,13 +24,16 @@ THROTTLE_REASONS = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
+IDLE = 0x1
 
 
 def reason_names(mask: int) -> list[str]:
-    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+    return [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit and bit != IDLE]
 
 
 def nvml_handle(index: int, uuid: str | None = None):
+    """The NVML handle of a GPU: by its UUID (CUDA_VISIBLE_DEVICES reorders torch's indices,
+    not NVML's), else by index."""
     import pynvml
 
     pynvml.nvmlInit()
@@ -32,66 +41,143 @@ def nvml_handle(index: int, uuid: str | None = None):
         try:
             return pynvml.nvmlDeviceGetHandleByUUID(uuid)
         except pynvml.NVMLError:
-            pass  # fall back to the index (same order unless CUDA_VISIBLE_DEVICES reorders)
+            pass
     return pynvml.nvmlDeviceGetHandleByIndex(index)
 
 
-def read_sample(handle) -> dict[str, float]:
+def clock_event_reasons(handle) -> int:
+    import pynvml
+
+    read = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+    if read is None:  # nvidia-ml-py before the 12.535 rename
+        read = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+    return read(handle)
+
+
+def nvml_fields() -> dict[str, Callable[[Any], float]]:
+    """What one sample reads, field by field."""
     import pynvml
 
     return {
-        "t": time.perf_counter(),
-        "sm_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
-        "mem_mhz": pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-        "power_w": pynvml.nvmlDeviceGetPowerUsage(handle) / 1000,
-        "temp_c": pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
-        "reasons": pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle),
+        "sm_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "mem_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+        "power_w": lambda h: pynvml.nvmlDeviceGetPowerUsage(h) / 1000,
+        "temp_c": lambda h: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+        "reasons": clock_event_reasons,
     }
 
 
-class Sampler:
-    """Context manager: samples NVML every `interval_s` until exit; `.samples` holds them."""
+def energy_j(handle) -> float:
+    """The driver's energy counter (millijoules since it loaded), in joules."""
+    import pynvml
 
-    def __init__(self, handle, interval_s: float = 0.01, read=read_sample) -> None:
-        self.handle, self.interval_s, self.read = handle, interval_s, read
+    return pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000
+
+
+def other_processes(handle) -> list[str]:
+    """Other processes computing on the GPU: a shared GPU measures less than its own."""
+    import pynvml
+
+    found = []
+    for process in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+        if process.pid == os.getpid():
+            continue
+        try:
+            name = pynvml.nvmlSystemGetProcessName(process.pid)
+        except pynvml.NVMLError:
+            name = "?"
+        memory = f", {process.usedGpuMemory / 2**30:.1f} GiB" if process.usedGpuMemory else ""
+        found.append(f"pid {process.pid} {name}{memory}")
+    return found
+
+
+class Sampler:
+    """Context manager around a timed window: samples every `interval_s` in a thread, reads the
+    energy counter and the GPU's other processes at its ends. `.samples`, `.energy_j` (None
+    when the counter failed), `.processes`, `.errors` (what failed, once each)."""
+
+    def __init__(
+        self,
+        handle,
+        interval_s: float = 0.01,
+        fields: dict[str, Callable] | None = None,
+        energy: Callable | None = energy_j,
+        processes: Callable | None = other_processes,
+    ) -> None:
+        self.handle, self.interval_s = handle, interval_s
+        self.fields = fields if fields is not None else nvml_fields()
+        self._energy, self._processes = energy, processes
         self.samples: list[dict[str, float]] = []
+        self.errors: set[str] = set()
+        self.energy_j: float | None = None
+        self.processes: list[str] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _read(self, what: str, read: Callable, *args: Any) -> Any:
+        try:
+            return read(*args)
+        except Exception as err:  # NVML raises its own per field; keep the others
+            self.errors.add(f"{what}: {type(err).__name__}: {err}")
+            return None
+
     def _run(self) -> None:
         while True:
-            self.samples.append(self.read(self.handle))
+            reads = {
+                name: self._read(name, read, self.handle) for name, read in self.fields.items()
+            }
+            self.samples.append({"t": time.perf_counter()} | reads)
             if self._stop.wait(self.interval_s):
                 break
 
     def __enter__(self) -> "Sampler":
+        if self._processes:
+            self.processes = self._read("processes", self._processes, self.handle) or []
+        self._start = self._read("energy", self._energy, self.handle) if self._energy else None
+        self._t0 = time.perf_counter()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        end = self._read("energy", self._energy, self.handle) if self._energy else None
+        self.window_s = time.perf_counter() - self._t0
+        if self._start is not None and end is not None:
+            self.energy_j = end - self._start
 
 
-def summarize(samples: list[dict[str, float]], max_sm_mhz: float | None) -> dict[str, Any]:
-    """Means over the window (power is what NVML reports, averaged by the driver), the
-    hottest temperature, and every throttle reason seen in any sample."""
-    if not samples:
+def mean(values: list) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
+def summarize(window: Any, max_sm_mhz: float | None) -> dict[str, Any]:
+    """The timed window in a row's fields: mean clocks, power from the energy counter where it
+    was read (the driver's power reading is a one-second average on Hopper, wrong for a window
+    that starts idle) else the mean reading, the hottest temperature, every clock-event reason
+    but idleness, the other processes and what failed."""
+    if window is None or not window.samples:
         return {}
-    n = len(samples)
+    samples = window.samples
     mask = 0
     for s in samples:
-        mask |= int(s["reasons"])
-    window = samples[-1]["t"] - samples[0]["t"]
-    mean_power = sum(s["power_w"] for s in samples) / n
+        mask |= int(s.get("reasons") or 0)
+    temps = [s.get("temp_c") for s in samples if s.get("temp_c") is not None]
+    span = getattr(window, "window_s", None) or samples[-1]["t"] - samples[0]["t"]
+    energy = getattr(window, "energy_j", None)
     return {
-        "samples": n,
-        "window_s": window,
-        "sm_clock_mhz": sum(s["sm_mhz"] for s in samples) / n,
-        "sm_clock_min_mhz": min(s["sm_mhz"] for s in samples),
+        "samples": len(samples),
+        "window_s": span,
+        "sm_clock_mhz": mean([s.get("sm_mhz") for s in samples]),
         "sm_clock_max_mhz": max_sm_mhz,
-        "mem_clock_mhz": sum(s["mem_mhz"] for s in samples) / n,
-        "power_w": mean_power,
-        "temperature_max_c": max(s["temp_c"] for s in samples),
+        "mem_clock_mhz": mean([s.get("mem_mhz") for s in samples]),
+        "power_w": energy / span
+        if energy is not None and span
+        else mean([s.get("power_w") for s in samples]),
+        "energy_j": energy,
+        "temperature_max_c": max(temps) if temps else None,
         "throttle_reasons": reason_names(mask),
+        "other_processes": list(getattr(window, "processes", [])),
+        "errors": sorted(getattr(window, "errors", [])),
     }

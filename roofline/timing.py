@@ -1,84 +1,101 @@
-"""One timing abstraction for CPU and GPU: a Timer times one call of a function.
+"""One timing abstraction for CPU and GPU: a Timer times a run of calls, each on its own.
 
-CPU work is synchronous, so a host clock around the call is right. GPU work is asynchronous, so
-CUDA events recorded on the stream around the call, read after synchronising, are right, and
-`time.perf_counter` alone would time only the launch."""
+CPU work is synchronous, so a host clock around each call is right. GPU work is asynchronous:
+as triton's do_bench and mamf-finder do it, the calls are queued back to back, each between its
+own pair of device events, with one synchronise at the end, so the host's dispatch of the next
+call overlaps the device's work on this one instead of landing inside its window (a
+synchronise before each call would put it there). `time.perf_counter` alone would time only the
+launches."""
 
+import contextlib
 import math
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
+
+Work = Callable[[int], object]  # one call; its argument is the call's index (operand rotation)
 
 
 class Timer(Protocol):
-    def seconds(self, work: Callable[[], object]) -> float: ...
+    name: str  # how the row says it was timed
+
+    def times(self, work: Work, first: int, count: int) -> list[float]:
+        """Seconds of each of `count` calls: work(first), work(first + 1), ..."""
+        ...
 
 
 class HostTimer:
-    def seconds(self, work: Callable[[], object]) -> float:
-        start = time.perf_counter()
-        work()
-        return time.perf_counter() - start
+    name = "host clock"
+
+    def times(self, work: Work, first: int, count: int) -> list[float]:
+        out = []
+        for i in range(first, first + count):
+            start = time.perf_counter()
+            work(i)
+            out.append(time.perf_counter() - start)
+        return out
 
 
-class CudaEventTimer:
-    def __init__(self) -> None:
-        import torch
+class EventTimer:
+    """Device events around each call, queued back to back; one synchronise at the end.
+    `device` is torch.cuda or torch.mps (or a stand-in with Event and synchronize)."""
 
-        self._torch = torch
+    def __init__(self, device: Any, name: str) -> None:
+        self.device, self.name = device, name
 
-    def seconds(self, work: Callable[[], object]) -> float:
-        cuda = self._torch.cuda
-        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-        cuda.synchronize()  # nothing queued earlier lands inside the window
-        start.record()
-        work()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
-
-
-class MpsEventTimer:
-    """Apple's GPU is asynchronous too: its own events around the call, read after a
-    synchronise."""
-
-    def __init__(self, mps=None) -> None:
-        if mps is None:
-            import torch
-
-            mps = torch.mps
-        self._mps = mps
-
-    def seconds(self, work: Callable[[], object]) -> float:
-        start = self._mps.Event(enable_timing=True)
-        end = self._mps.Event(enable_timing=True)
-        self._mps.synchronize()  # nothing queued earlier lands inside the window
-        start.record()
-        work()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
+    def times(self, work: Work, first: int, count: int) -> list[float]:
+        events = [
+            (self.device.Event(enable_timing=True), self.device.Event(enable_timing=True))
+            for _ in range(count)
+        ]
+        self.device.synchronize()  # nothing queued earlier lands inside the first window
+        for (start, end), i in zip(events, range(first, first + count), strict=True):
+            start.record()
+            work(i)
+            end.record()
+        self.device.synchronize()
+        return [start.elapsed_time(end) / 1e3 for start, end in events]  # ms -> s
 
 
 def timer_for(device_kind: str) -> Timer:
-    return {"cuda": CudaEventTimer, "mps": MpsEventTimer}.get(device_kind, HostTimer)()
+    if device_kind in ("cuda", "mps"):
+        import torch
+
+        device = torch.cuda if device_kind == "cuda" else torch.mps
+        return EventTimer(device, f"{device_kind} events, calls back to back")
+    return HostTimer()
 
 
-MAX_REPEATS = 10_000
+MAX_CALLS = 10_000
+
+
+def warmed(timer: Timer, work: Work, warmup: int, warmup_seconds: float) -> list[float]:
+    """Untimed-for-the-record calls first (library heuristics, caches, clocks ramping): at least
+    `warmup` calls, and more until `warmup_seconds` of them ran back to back (clocks settle
+    in about a second; a count alone leaves a fast kernel's first samples at cold clocks)."""
+    spent = timer.times(work, 0, warmup) if warmup else []
+    while spent and sum(spent) < warmup_seconds and len(spent) < MAX_CALLS:
+        more = math.ceil((warmup_seconds - sum(spent)) / max(min(spent), 1e-9))
+        spent += timer.times(work, len(spent), min(more, MAX_CALLS - len(spent)))
+    return spent
 
 
 def sample(
-    work: Callable[[int], object],
+    work: Work,
     timer: Timer,
     warmup: int,
     repeats: int,
     min_seconds: float = 0.0,
-) -> list[float]:
-    """Warm up, then time at least `repeats` calls, and enough to fill `min_seconds` (a
-    sustained window, so clocks and power settle and telemetry sees them); every sample is
-    kept. `work(i)` gets the call's index so it can rotate among buffers."""
-    warm = [timer.seconds(lambda i=i: work(i)) for i in range(warmup)]
+    warmup_seconds: float = 0.0,
+    window: Callable[[], contextlib.AbstractContextManager] | None = None,
+) -> tuple[list[float], Any]:
+    """Warm up, then time at least `repeats` calls and enough to fill `min_seconds` (a
+    sustained window in which clocks and power settle), inside `window()` (telemetry of the
+    timed calls only). Every sample is kept. Returns (samples, what the window yielded)."""
+    warm = warmed(timer, work, warmup, warmup_seconds)
+    count = repeats
     if min_seconds > 0 and warm:
-        needed = math.ceil(min_seconds / max(min(warm), 1e-9))
-        repeats = max(repeats, min(MAX_REPEATS, needed))
-    return [timer.seconds(lambda i=i: work(warmup + i)) for i in range(repeats)]
+        count = max(repeats, min(MAX_CALLS, math.ceil(min_seconds / max(min(warm), 1e-9))))
+    with (window or contextlib.nullcontext)() as watch:
+        samples = timer.times(work, len(warm), count)
+    return samples, watch

@@ -124,7 +124,9 @@ def test_gpu_breakdown_from_peak_to_achieved():
         achieved_tflops=700.0,
     )
     ceiling = {"tflops": 760.0, "shape": [12288, 12288, 6144], "series": "best-shape"}
-    steps = breakdown(head, ceiling, "cuda", 132)
+    # The clock step scales from the clock the datasheet peak assumes (1830 MHz on an H100
+    # SXM5), not from NVML's maximum (1980): 989.4 x 1650 / 1830 = 892.1.
+    steps = breakdown(head, ceiling, "cuda", 132, peak_clock_mhz=1830)
     assert [s["step"] for s in steps] == [
         "dense peak",
         "at the SM clock under load",
@@ -132,8 +134,11 @@ def test_gpu_breakdown_from_peak_to_achieved():
         "tile and wave quantisation",
         "achieved",
     ]
-    assert steps[1]["tflops"] == pytest.approx(989.4 * 1650 / 1980)  # 824.5
-    assert "92.2% of the step above (at the SM clock under load)" in steps[2]["note"]  # 760 / 824.5
+    assert steps[1]["tflops"] == pytest.approx(989.4 * 1650 / 1830)
+    assert (
+        "(90.2%)" in steps[1]["note"] and "1830 MHz the datasheet peak assumes" in steps[1]["note"]
+    )
+    assert "85.2% of the step above (at the SM clock under load)" in steps[2]["note"]  # 760 / 892.1
     # 12288^2: 96 x 48 = 4608 tiles, 35 waves (4620 slots); 8192^2: 2048 tiles, 16 waves (2112).
     assert steps[3]["tflops"] == pytest.approx(760 * (2048 / 2112) / (4608 / 4620))
     assert (
@@ -190,7 +195,7 @@ def test_with_no_sweep_the_breakdown_says_the_ceiling_is_not_measured_apart():
         achieved_tflops=700.0,
     )
     itself = {"tflops": 700.0, "shape": [8192, 8192, 8192], "series": "lab"}
-    steps = breakdown(head, itself, "cuda", 132)
+    steps = breakdown(head, itself, "cuda", 132, peak_clock_mhz=1980)
     assert steps[2]["tflops"] is None
     assert steps[2]["note"].startswith("not measured apart from this kernel")
     assert "sweep=full" in steps[2]["note"]

@@ -14,8 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # SkyPilot's accelerator names, the SXM variant preferred where a cloud names it.
 GPU_NAMES = {
     "a100": ["A100-80GB-SXM", "A100-80GB"],
+    "a100_sxm_40gb": ["A100"],
     "h100": ["H100-SXM", "H100"],
+    "h100_nvl": ["H100-NVL"],
     "h200": ["H200-SXM", "H200"],
+    "h200_nvl": ["NVIDIA-H200-NVL"],
 }
 
 
@@ -30,9 +33,9 @@ def test_task_file_validates_with_skypilots_loader(device):
     autostop = task.resources[0].autostop_config
     assert autostop.enabled and autostop.down and autostop.idle_minutes == 10
     assert task.name == f"roofline-{device}" and task.workdir == "."
-    assert set(task.secrets) == set(SECRETS) and task.envs == {"DEVICE": device}
-    assert "curl -LsSf https://astral.sh/uv/install.sh | sh" in task.setup  # PEP 668 images
-    assert "uv sync --locked" in task.setup
+    assert set(task.secrets) == set(SECRETS)
+    assert task.envs == {"DEVICE": device, "UV_NO_SYNC": "1"}  # keeps pod-setup's torch
+    assert task.setup.strip().endswith("bash scripts/pod-setup")
     steps = [line.strip() for line in task.run.splitlines()]
     assert steps[-3:] == [
         "uv run dvc pull --allow-missing",
@@ -41,10 +44,12 @@ def test_task_file_validates_with_skypilots_loader(device):
     ]
 
 
-def test_every_gpu_device_has_a_task_file_and_the_readme_shows_its_launch():
+def test_every_rentable_gpu_device_has_a_task_file_and_the_readme_shows_its_launch():
     conf = {p.stem: yaml.safe_load(p.read_text()) for p in (ROOT / "conf/device").glob("*.yaml")}
-    gpus = sorted(name for name, dev in conf.items() if dev["kind"] == "cuda")
-    assert gpus == sorted(p.stem for p in (ROOT / "cloud").glob("*.yaml")) == sorted(GPU_NAMES)
+    rentable = sorted(
+        n for n, d in conf.items() if d["kind"] == "cuda" and d.get("sky_accelerators")
+    )
+    assert rentable == sorted(p.stem for p in (ROOT / "cloud").glob("*.yaml")) == sorted(GPU_NAMES)
     readme = (ROOT / "README.md").read_text()
     assert "uv run --group cloud python -m roofline.cloud h100" in readme
 
@@ -116,3 +121,32 @@ def test_a_lock_is_handed_back_only_from_a_pod_that_measured_the_device():
         "h100", pod_lock("fp1", "fp1", measured), measured + b" "
     )
     assert "wrote no dvc.lock or results.json" in handback_problem("h100", None, None)
+
+
+def pod_setup(tmp_path, driver: str) -> list[str]:
+    """Run scripts/pod-setup with stand-ins for nvidia-smi and uv; what it asked uv to do."""
+    import os
+    import subprocess
+
+    bin_dir, log = tmp_path / "bin", tmp_path / "uv.log"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho {driver}\n")
+    (bin_dir / "uv").write_text(
+        '#!/bin/sh\necho "$@" >> "$UV_LOG"\n'
+        'if [ "$1 $2" = "run --no-sync" ]; then echo 2.15.0; fi\n'
+    )
+    for tool in bin_dir.iterdir():
+        tool.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", UV_LOG=str(log))
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts/pod-setup")], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    return log.read_text().splitlines()
+
+
+def test_pod_setup_installs_a_torch_for_an_older_driver_only_where_needed(tmp_path):
+    assert pod_setup(tmp_path / "new", "580.65.06") == ["sync --locked"]
+    calls = pod_setup(tmp_path / "old", "550.54.15")
+    assert calls[0] == "sync --locked"
+    assert calls[-1] == "pip install --torch-backend=auto torch==2.15.0"

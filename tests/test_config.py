@@ -14,7 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_device_and_the_labs_defaults_compose():
     cfg = load_params(ROOT / "params.yaml")
-    assert list(cfg.devices) == ["cpu", "a100", "h100", "h200", "mps"]
+    assert list(cfg.devices)[:4] == ["cpu", "a100", "h100", "h200"]  # the lab's, listed pending
+    assert [n for n, d in cfg.devices.items() if d.show_pending] == ["cpu", "a100", "h100", "h200"]
     assert [d.name for d in cfg.devices.cpu.dtypes] == ["float32", "bfloat16", "float16"]
     assert cfg.devices.mps.kind.name == "mps" and not cfg.devices.mps.show_pending
     assert all(v is None for v in cfg.devices.mps.peak_tflops.values())  # Apple publishes none

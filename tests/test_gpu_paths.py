@@ -12,6 +12,7 @@ from roofline.interpret import lab_checks
 from roofline.report import gap_paragraph
 from roofline.telemetry import summarize
 from tests.conftest import H100_POD, empty_row, measured_row
+from tests.test_telemetry import window
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 8192
@@ -38,7 +39,7 @@ def test_lab_checks_band_threshold_and_invalid():
 
 def test_every_device_file_loads_without_omegaconf_and_matches_its_gpu():
     devices = device_files(ROOT / "conf/device")
-    assert set(devices) == {"cpu", "a100", "h100", "h200", "mps"}
+    assert {"cpu", "a100", "h100", "h200", "mps"} <= set(devices)
     name, dev = match(H100_POD["gpus"][0], devices)
     assert name == "h100" and dev["peak_tflops"]["float8_e4m3fn"] == 1978.9
     h200 = dict(H100_POD["gpus"][0], name="NVIDIA H200")
@@ -55,18 +56,24 @@ def test_an_unknown_gpu_is_measured_without_peaks(capsys):
     assert "matches no conf/device/*.yaml" in capsys.readouterr().out
 
 
-def test_suite_table_shows_measured_and_skipped_rows():
+def test_suite_table_shows_every_figure_of_a_gpu_run():
     samples = [
         {"t": 0.0, "sm_mhz": 1700, "mem_mhz": 2619, "power_w": 690.0, "temp_c": 60, "reasons": 4}
     ]
+    # 2*8192^3 FLOP in 1.4 ms: 785.4 TFLOP/s; 4 calls in a window of 6.2 J.
+    tele = summarize(window(samples, energy_j=6.2, window_s=0.0056), 1980)
     measured = measured_row(
-        "h100", "float16", [N, N, N], [0.0014], 989.4, "datasheet", 0.0, summarize(samples, 1980)
+        "h100", "float16", [N, N, N], [0.0014] * 4, 989.4, "datasheet", 0.0, tele
     )
+    measured.timing = "cuda events, calls back to back"
     skipped = empty_row(
         "a100", "float8_e4m3fn", [N, N, N], "skipped", "needs compute capability >= 8.9"
     )
-    text = table([dataclasses.asdict(measured), dataclasses.asdict(skipped)])
-    assert "785.4" in text and "79.4%" in text and "1700/1980" in text and "sw_power_cap" in text
+    text = table([dataclasses.asdict(measured), dataclasses.asdict(skipped)], 1830)
+    line = text.splitlines()[1]
+    for figure in ("785.4", "79.4%", "1700/1830/1980", "1107", "1.41", "60"):
+        assert figure in line, figure  # 6.2 J / 5.6 ms = 1107 W; 6.2 / (4 x 1.0995) = 1.41 J/TFLOP
+    assert "cuda events, calls back to back | sw_power_cap | - | -" in line
     assert "float8_e4m3fn skipped: needs compute capability >= 8.9" in text
 
 
@@ -75,7 +82,7 @@ def test_gpu_gap_paragraph_cites_clocks_fp8_and_the_lab_checks():
         {"t": 0.0, "sm_mhz": 1620, "mem_mhz": 2619, "power_w": 700.0, "temp_c": 70, "reasons": 0x4},
         {"t": 1.0, "sm_mhz": 1680, "mem_mhz": 2619, "power_w": 700.0, "temp_c": 71, "reasons": 0x4},
     ]
-    tele = summarize(samples, 1980)
+    tele = summarize(window(samples), 1980)
     rows = pd.DataFrame(
         [
             dataclasses.asdict(
@@ -102,12 +109,16 @@ def test_gpu_gap_paragraph_cites_clocks_fp8_and_the_lab_checks():
         "versions": {"torch": "2.11.0", "cuda": "13.0"},
         "details": {"cublaslt": 130100, "driver": "580"},
         "memory_copy": {"gbps": 3000.0},
+        "datasheet": {"peak_clock_mhz": 1830},
         "lab_checks": lab_checks([700.0, 850.0], 600.0, fp16(758.3)),
     }
     text = gap_paragraph("h100", entry, rows)
     assert "**float16 8192×8192×8192** ran at **758.3 TFLOP/s**" in text  # 2*8192^3 / 1.45 ms
     assert "cuBLASLt 130100" in text
-    assert "SM clock averaged 1650 MHz against a maximum of 1980 (83%)" in text
+    assert (
+        "SM clock averaged 1650 MHz, 90% of the 1830 MHz the datasheet peak assumes "
+        "(NVML's maximum: 1980 MHz)" in text
+    )
     assert "clock limits reported: sw_power_cap" in text
     assert "float8_e4m3fn reached 1294 TFLOP/s, 1.71× float16" in text
     assert (
@@ -141,3 +152,44 @@ def test_the_gpu_path_needs_only_torch_nvml_pyyaml_and_pytest():
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     # It got as far as looking for a GPU, and said so by name.
     assert done.returncode == 1 and "error: no NVIDIA GPU visible" in done.stderr, done.stderr
+
+
+# Every name torch reports for the SKUs people rent (shared/notes/real-hardware.md's table), with
+# the device file that must recognise it, its dense float16 peak and memory bandwidth.
+RENTED = [
+    ("NVIDIA A100-SXM4-80GB", "a100", 312.0, 2039),
+    ("NVIDIA A100-SXM4-40GB", "a100_sxm_40gb", 312.0, 1555),
+    ("NVIDIA A100 80GB PCIe", "a100_pcie", 312.0, 1935),
+    ("NVIDIA A100-PCIE-40GB", "a100_pcie_40gb", 312.0, 1555),
+    ("NVIDIA H100 80GB HBM3", "h100", 989.4, 3350),
+    ("NVIDIA H100 PCIe", "h100_pcie", 756.5, 2000),
+    ("NVIDIA H100 NVL", "h100_nvl", 835.5, 3900),
+    ("NVIDIA H200", "h200", 989.4, 4800),
+    ("NVIDIA H200 NVL", "h200_nvl", 835.5, 4800),
+]
+
+
+@pytest.mark.parametrize(("name", "device", "fp16", "bandwidth"), RENTED)
+def test_every_rented_sku_is_exactly_one_device_file(name, device, fp16, bandwidth):
+    from roofline.hardware import find_device
+
+    devices = device_files(ROOT / "conf/device")
+    gpu = dict(H100_POD["gpus"][0], name=name)
+    matching = [n for n, d in devices.items() if find_device(d, {"cpu": {}, "gpus": [gpu]})]
+    assert matching == [device]
+    dev = devices[device]
+    assert dev["peak_tflops"]["float16"] == fp16 and dev["memory_bandwidth_gbps"] == bandwidth
+    assert dev["peak_clock_mhz"] and dev["sm_count"]
+    # The FP16 figure is SMs x FLOP/clock (Ampere 2048, Hopper 4096) x the clock it assumes.
+    per_clock = 2048 if device.startswith("a100") else 4096
+    assert dev["sm_count"] * per_clock * dev["peak_clock_mhz"] / 1e6 == pytest.approx(
+        fp16, rel=0.01
+    )
+
+
+def test_a_gh200_is_no_h200():
+    from roofline.hardware import find_device
+
+    gh200 = dict(H100_POD["gpus"][0], name="NVIDIA GH200 480GB")
+    devices = device_files(ROOT / "conf/device")
+    assert not [n for n, d in devices.items() if find_device(d, {"cpu": {}, "gpus": [gh200]})]

@@ -16,6 +16,7 @@ from tests.machines import (
     LAPTOP,
     OTHER_LAPTOP,
     POD,
+    ROOT,
     clone,
     dvc,
     git,
@@ -392,3 +393,18 @@ def test_a_hand_edited_sweep_name_is_refused_before_anything_runs(story):
     code, out = dvc(laptop, "repro", hardware=LAPTOP, check=False)
     assert code != 0 and "sweep.name='nonesuch'; allowed: full, none, short" in out, out
     assert (laptop / DEVICES / "cpu/sweep.json").read_bytes() == sweep == raw_sweep
+
+
+def test_a_pod_whose_driver_is_too_old_for_torch_stops_by_name(story):
+    # A stand-in NVML sees an H100 with driver 550; this machine's torch (CUDA 13) cannot use it.
+    pod = clone(story["origin"], story["where"] / "old-driver-pod")
+    before = {device: raw(pod, device) for device in ("cpu", "h100", "podhost")}
+    fake = str(ROOT / "tests/fakes/old_driver")
+    code, out = dvc(pod, "repro", env={"PYTHONPATH": fake, "ROOFLINE_HARDWARE": None}, check=False)
+    assert code != 0, out
+    assert "NVML sees 1 NVIDIA GPU (driver 550.54.15)" in out and "needs driver >= 580" in out
+    assert "scripts/pod-setup" in out
+    assert not measured_benchmarks(out)
+    assert {
+        device: raw(pod, device) for device in before
+    } == before  # nothing pending-over-measured

@@ -13,7 +13,7 @@ from roofline import hardware, paths
 from roofline.interpret import interpret, peaks
 from roofline.measure import native_cpu_dtypes
 from roofline.schema import empty
-from roofline.timing import MpsEventTimer, timer_for
+from roofline.timing import EventTimer
 from stages import probe
 from tests.conftest import device
 
@@ -205,42 +205,16 @@ def test_a_laptop_without_apples_gpu_pends_mps_and_measures_its_cpu(
     )
 
 
-class FakeMps:
-    """torch.mps as the timer uses it: events that record a clock, and a synchronise."""
+def test_apples_gpu_is_timed_by_its_own_events():
+    from tests.test_timing import FakeDevice
 
-    def __init__(self):
-        self.calls, self.now = [], 0.0
+    mps = FakeDevice()
 
-    def synchronize(self):
-        self.calls.append("synchronize")
-
-    def Event(self, enable_timing):
-        fake = self
-
-        class Event:
-            def record(self):
-                fake.calls.append("record")
-                self.at = fake.now
-
-            def synchronize(self):
-                fake.calls.append("wait")
-
-            def elapsed_time(self, end):
-                return (end.at - self.at) * 1e3  # milliseconds, as torch's
-
-        return Event()
-
-
-def test_the_mps_timer_times_between_its_own_events_after_a_synchronise():
-    mps = FakeMps()
-
-    def work():
-        mps.calls.append("work")
+    def work(i):
         mps.now += 0.25
 
-    assert MpsEventTimer(mps).seconds(work) == pytest.approx(0.25)
-    assert mps.calls == ["synchronize", "record", "work", "record", "wait"]
-    assert type(timer_for("mps")).__name__ == "MpsEventTimer"
+    assert EventTimer(mps, "mps events").times(work, 0, 2) == [0.25, 0.25]
+    assert mps.log == ["synchronize", "record", "record", "record", "record", "synchronize"]
 
 
 def test_numpy_on_a_mac_is_named_by_its_accelerate_build(monkeypatch):

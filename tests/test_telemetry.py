@@ -1,12 +1,28 @@
-"""Telemetry summaries from recorded NVML samples, and the sampler's thread, without a GPU."""
+"""GPU telemetry over the timed window, without a GPU: fields read one by one (a failure keeps
+the others and is reported), energy from the counter at both ends, idleness left out of the
+clock-event reasons, other processes named and flagged."""
+
+from types import SimpleNamespace
 
 import pytest
 
 from roofline.telemetry import Sampler, reason_names, summarize
 from tests.conftest import measured_row
 
-RECORDED = [  # as read_sample returns them: an H100 settling under a power cap
-    {"t": 10.0, "sm_mhz": 1980, "mem_mhz": 2619, "power_w": 450.0, "temp_c": 51, "reasons": 0x0},
+
+def window(samples, energy_j=None, window_s=None, processes=(), errors=()):
+    """A timed window as the Sampler leaves it."""
+    return SimpleNamespace(
+        samples=samples,
+        energy_j=energy_j,
+        window_s=window_s,
+        processes=list(processes),
+        errors=set(errors),
+    )
+
+
+RECORDED = [  # an H100 settling under a power cap; the first sample still idle
+    {"t": 10.0, "sm_mhz": 1980, "mem_mhz": 2619, "power_w": 450.0, "temp_c": 51, "reasons": 0x1},
     {"t": 10.5, "sm_mhz": 1755, "mem_mhz": 2619, "power_w": 690.0, "temp_c": 60, "reasons": 0x4},
     {
         "t": 11.0,
@@ -19,44 +35,57 @@ RECORDED = [  # as read_sample returns them: an H100 settling under a power cap
 ]
 
 
-def test_summary_of_recorded_samples():
-    summary = summarize(RECORDED, max_sm_mhz=1980)
+def test_summary_of_a_recorded_window():
+    summary = summarize(window(RECORDED), max_sm_mhz=1980)
     assert summary["samples"] == 3 and summary["window_s"] == 1.0
     assert summary["sm_clock_mhz"] == pytest.approx(1815.0)
-    assert summary["sm_clock_min_mhz"] == 1710 and summary["sm_clock_max_mhz"] == 1980
-    assert summary["power_w"] == pytest.approx(613.3333, abs=1e-3)
+    assert summary["sm_clock_max_mhz"] == 1980
+    assert summary["power_w"] == pytest.approx(613.3333, abs=1e-3)  # no energy: mean reading
     assert summary["temperature_max_c"] == 63
-    assert summary["throttle_reasons"] == ["sw_power_cap", "sw_thermal_slowdown"]
-    assert summarize([], 1980) == {}
+    assert summary["throttle_reasons"] == ["sw_power_cap", "sw_thermal_slowdown"]  # not idle
+    assert summarize(window([]), 1980) == {} and summarize(None, 1980) == {}
 
 
-def test_reason_bits_decode():
-    assert reason_names(0) == []
+def test_power_comes_from_the_energy_counter_where_it_was_read():
+    # 1300 J over a 2 s window: 650 W, whatever the one-second average readings said.
+    summary = summarize(window(RECORDED, energy_j=1300.0, window_s=2.0), 1980)
+    assert summary["power_w"] == 650.0 and summary["energy_j"] == 1300.0
+
+
+def test_reason_bits_decode_without_idleness():
+    assert reason_names(0) == [] and reason_names(0x1) == []
     assert reason_names(0x8 | 0x80) == ["hw_slowdown", "hw_power_brake_slowdown"]
 
 
-def test_a_row_carries_clocks_power_and_energy():
-    # 2*1024^3 FLOP = 2.147e-3 TFLOP in 2 ms at 613.3 W: 1.2267 J per call.
-    row = measured_row(
-        "h100",
-        "float16",
-        [1024, 1024, 1024],
-        [0.002],
-        989.4,
-        "datasheet",
-        0.0,
-        summarize(RECORDED, 1980),
+def test_a_row_carries_clocks_energy_processes_and_failures():
+    # 2*1024^3 FLOP = 2.147e-3 TFLOP a call; 4 calls in a window of 4.9 J: 0.5706 J per TFLOP.
+    summary = summarize(
+        window(RECORDED, energy_j=4.9, window_s=0.008, processes=["pid 7 python, 3.0 GiB"]), 1980
     )
-    assert row.sm_clock_mhz == pytest.approx(1815.0) and row.sm_clock_max_mhz == 1980
+    row = measured_row("h100", "float16", [1024] * 3, [0.002] * 4, 989.4, "datasheet", 0.0, summary)
+    assert row.sm_clock_mhz == pytest.approx(1815.0) and row.energy_j == 4.9
     assert row.throttle_reasons == "sw_power_cap+sw_thermal_slowdown"
-    assert row.joules_per_tflop == pytest.approx(613.3333 * 0.002 / (2 * 1024**3 / 1e12), rel=1e-6)
+    assert row.joules_per_tflop == pytest.approx(4.9 / (4 * 2 * 1024**3 / 1e12))
+    assert row.other_processes == "pid 7 python, 3.0 GiB"
+    assert "shared GPU: other processes computed on it" in row.flag
 
 
-def test_sampler_collects_until_the_window_closes():
-    reads = iter(RECORDED * 1000)
-    with Sampler(handle=None, interval_s=0.001, read=lambda _: next(reads)) as watch:
+def test_a_failing_field_leaves_the_others_and_is_reported():
+    def broken(handle):
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    fields = {"sm_mhz": lambda h: 1700, "power_w": broken}
+    energy = iter([1000.0, 1012.5])
+    with Sampler(
+        None, 0.001, fields, energy=lambda h: next(energy), processes=lambda h: []
+    ) as watch:
         while len(watch.samples) < 3:
             pass
     count = len(watch.samples)
-    assert count >= 3 and watch.samples[0] == RECORDED[0]
+    assert all(s["sm_mhz"] == 1700 and s["power_w"] is None for s in watch.samples)
+    assert watch.errors == {"power_w: RuntimeError: NVML_ERROR_NOT_SUPPORTED"}
+    assert watch.energy_j == 12.5
     assert len(watch.samples) == count  # the thread has stopped
+    summary = summarize(watch, None)
+    assert summary["power_w"] == pytest.approx(12.5 / watch.window_s)
+    assert summary["errors"] == ["power_w: RuntimeError: NVML_ERROR_NOT_SUPPORTED"]
