@@ -115,10 +115,10 @@ def draw_roof(ax: Axes, r: Roof, style: str, **line) -> None:
         )
 
 
-def palette(rows: pd.DataFrame) -> dict[str, tuple]:
+def palette(names: list[str]) -> dict[str, tuple]:
+    """A colour per drawn device, in config order (cycling past the palette's length)."""
     colors = sns.color_palette("colorblind")
-    order = dict.fromkeys(rows.device)  # config order, as in results.csv
-    return {name: colors[i] for name, i in zip(order, PALETTE_ORDER, strict=False)}
+    return {name: colors[PALETTE_ORDER[i % len(PALETTE_ORDER)]] for i, name in enumerate(names)}
 
 
 def line_style(color: tuple, pending: bool) -> dict:
@@ -175,7 +175,7 @@ def label_roofs(ax: Axes, labels: dict[float, list[tuple[str, tuple, float]]]) -
 
 def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
     sns.set_theme(style="whitegrid", context="talk")
-    colors = palette(rows)
+    colors = palette(drawn(rows, manifest))
     fig, ax = plt.subplots(figsize=(14, 8.5))
     labels: dict[float, list] = {}  # height -> [(text, colour, alpha)]
     for r in roofs(rows, manifest):

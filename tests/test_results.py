@@ -299,3 +299,11 @@ def test_the_interactive_roofline_has_roof_corners_and_points_with_one_set_of_ke
         (pytest.approx(989.4 / 3.35), 989.4),
         (1e4, 989.4),
     ]
+
+
+def test_every_drawn_device_gets_a_colour_however_many_there_are():
+    from roofline.plot import palette
+
+    names = [f"gpu{i}" for i in range(12)]
+    colors = palette(names)
+    assert list(colors) == names and colors["gpu0"] == colors["gpu8"]  # the palette cycles
