@@ -2,8 +2,9 @@
 (conf: datasheet peaks, prices, the lab's bands) into results.csv, manifest.json and
 metrics.json."""
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 from omegaconf import DictConfig
@@ -12,21 +13,29 @@ from roofline.ceilings import headline
 from roofline.config import to_plain
 from roofline.errors import SchemaError
 from roofline.interpret import interpret, lab_checks, peaks
-from roofline.schema import CSV_COLUMNS, Row, measurement_from_dict, read_json
+from roofline.schema import (
+    CSV_COLUMNS,
+    KNOB_COLUMNS,
+    Row,
+    knob_row,
+    measurement_from_dict,
+    read_json,
+)
 
 LAB = "x4-roofline: dense matmul, FP16 8192^3 on GPUs (FP32 through the BLAS on a CPU)"
 
 
-def load_record(name: str, path: Path) -> dict[str, Any]:
-    """A device's results.json or sweep.json, each row checked against the schema."""
+def load_record(
+    name: str, path: Path, parse: Callable[[Any, str], Any] = measurement_from_dict
+) -> dict[str, Any]:
+    """A device's results.json, sweep.json or knobs.json (parse=knob_from_dict), each row
+    checked against the schema."""
     if not path.exists():
         raise SchemaError(f"{path} is missing: run `uv run dvc pull` or `uv run dvc repro`")
     record = read_json(path)
     if not isinstance(record, dict) or record.get("device") != name or "rows" not in record:
         raise SchemaError(f"{path}: not a results record for device {name!r}")
-    record["rows"] = [
-        measurement_from_dict(row, f"{path}, row {i + 1}") for i, row in enumerate(record["rows"])
-    ]
+    record["rows"] = [parse(row, f"{path}, row {i + 1}") for i, row in enumerate(record["rows"])]
     for i, row in enumerate(record["rows"]):
         if row.device != name:
             raise SchemaError(f"{path}, row {i + 1}: device {row.device!r}, expected {name!r}")
@@ -139,12 +148,36 @@ def device_entry(
     return entry
 
 
+def knobs_table(knobs: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """Every device's knobs, a line each: both sides' rates and the gain."""
+    rows = [vars(knob_row(point)) for record in knobs.values() for point in record["rows"]]
+    return pd.DataFrame(rows, columns=KNOB_COLUMNS)
+
+
+def knob_metrics(table: pd.DataFrame) -> dict[str, dict[str, float]]:
+    """Each measured knob's gain, per device: `dvc metrics diff` compares two machines or two
+    torch versions knob by knob."""
+    measured = table[table.status == "measured"]
+    return {
+        device: {r.knob: r.gain for r in group.itertuples()}
+        for device, group in measured.groupby("device", sort=False)
+    }
+
+
+class Deliverables(NamedTuple):
+    table: pd.DataFrame  # results.csv
+    knobs: pd.DataFrame  # knobs.csv
+    manifest: dict[str, Any]
+    metrics: dict[str, Any]
+
+
 def aggregate(
     cfg: DictConfig,
     records: dict[str, dict[str, Any]],
     sweeps: dict[str, dict[str, Any] | None],
-) -> tuple[pd.DataFrame, dict[str, Any], dict[str, Any]]:
-    """(results table, manifest, metrics) for every device, in config order."""
+    knobs: dict[str, dict[str, Any]] | None = None,
+) -> Deliverables:
+    """Every device's measurements joined with their interpretation, in config order."""
     rows = {
         name: device_rows(name, cfg.devices[name], records[name], sweeps[name]) for name in records
     }
@@ -155,5 +188,19 @@ def aggregate(
         )
         for name in records
     }
-    info = {"lab": LAB, "bench": to_plain(cfg.bench), "sweep": cfg.sweep.name, "devices": devices}
-    return table, info, metrics(table)
+    for name, record in (knobs or {}).items():
+        if record["status"] == "measured" and record["knobs"] != "none":
+            devices[name]["knobs"] = {
+                "name": record["knobs"],
+                "measured_at": record["run"]["started_at"],
+                "tunableop_results": record.get("tunableop_results"),
+            }
+    knob_rows = knobs_table(knobs or {})
+    info = {
+        "lab": LAB,
+        "bench": to_plain(cfg.bench),
+        "sweep": cfg.sweep.name,
+        "knobs": cfg.knobs.name,
+        "devices": devices,
+    }
+    return Deliverables(table, knob_rows, info, metrics(table) | {"knobs": knob_metrics(knob_rows)})

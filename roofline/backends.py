@@ -63,14 +63,19 @@ def function(name: str) -> Callable[[Any, Any], Any]:
     return getattr(importlib.import_module(module), attribute)
 
 
-def backend(name: str, matmul: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]) -> Backend:
-    """The backend `name`; `matmul` is torch's own for the dtype (roofline.kernels)."""
+def backend(
+    name: str | Callable[[Any, Any], Any],
+    matmul: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+) -> Backend:
+    """The backend `name` (or a function of two numpy arrays itself); `matmul` is torch's own
+    for the dtype (roofline.kernels)."""
     if name == "torch":
         return Backend(name, lambda a, b: (a, b), matmul, lambda c: c)
     import torch
 
-    call = function(name)
-    return Backend(name, lambda a, b: (a.numpy(), b.numpy()), call, torch.from_numpy)
+    call = name if callable(name) else function(name)
+    label = name if isinstance(name, str) else getattr(name, "__name__", "function")
+    return Backend(label, lambda a, b: (a.numpy(), b.numpy()), call, torch.from_numpy)
 
 
 def libraries(names: list[str]) -> dict[str, dict[str, Any]]:

@@ -62,6 +62,11 @@ def check_disk(output: Path, points: int) -> None:
         )
 
 
+def started() -> tuple[datetime, float]:
+    """When a run starts: the wall clock to record, the monotonic clock to time it by."""
+    return datetime.now(UTC), time.perf_counter()
+
+
 def run_info(started: datetime, t0: float, kind: str) -> dict[str, Any]:
     """When, how long, at which revision and with what software a run measured."""
     return {
@@ -85,7 +90,7 @@ def measure_device(
     """Every point of a device, then its copy bandwidth (and a CPU's clock), as its record,
     with the fingerprint (hardware, torch) it was measured under."""
     kind = dev.kind.name
-    started, t0 = datetime.now(UTC), time.perf_counter()
+    begun = started()
     target = target_for(kind, found, log)
     check_fits(name, dev, target.memory_bytes, bench.copy_mib * 2**20)
     rows = []
@@ -102,7 +107,7 @@ def measure_device(
         "hardware": fingerprint["hardware"],
         "fingerprint": fingerprint,
         "found": {k: v for k, v in found.items() if k != "uuid"},
-        "run": run_info(started, t0, kind),
+        "run": run_info(*begun, kind),
         "memory": memory,
         "rows": [asdict(row) for row in rows],
     }

@@ -11,7 +11,7 @@ import pandas as pd
 from roofline.arithmetic import matmul_bytes, matmul_flops
 from roofline.dtypes import LAB_DTYPE
 from roofline.errors import SchemaError
-from roofline.schema import CSV_COLUMNS
+from roofline.schema import CSV_COLUMNS, KNOB_COLUMNS
 
 REMAKE = "remake it from the recorded results: `uv run dvc repro --force -s aggregate`"
 
@@ -30,6 +30,17 @@ def load_table(path: Path) -> pd.DataFrame:
         raise SchemaError(f"{path} cannot be read as a table ({err}); {REMAKE}") from err
     if list(table.columns) != CSV_COLUMNS:
         raise SchemaError(f"{path} does not have the results columns; {REMAKE}")
+    return table
+
+
+def load_knobs(path: Path) -> pd.DataFrame:
+    """knobs.csv, or SchemaError when it is not the table the aggregate stage writes."""
+    try:
+        table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError) as err:
+        raise SchemaError(f"{path} cannot be read as a table ({err}); {REMAKE}") from err
+    if list(table.columns) != KNOB_COLUMNS:
+        raise SchemaError(f"{path} does not have the knobs columns; {REMAKE}")
     return table
 
 

@@ -89,7 +89,7 @@ def handback_problem(name: str, lock_text: str | None, results: bytes | None) ->
         )
     lock = yaml.safe_load(lock_text) or {}
     probed = lock_md5s(lock, "probe", "outs").get(str(fingerprint_path(name)))
-    for stage in ("benchmark", "sweep"):
+    for stage in ("benchmark", "sweep", "knobs"):
         if lock_md5s(lock, stage, "deps").get(str(fingerprint_path(name))) != probed:
             return f"its {stage} did not finish after the probe (a failed or interrupted run)"
     if lock_md5s(lock, "benchmark", "outs").get(str(results_path(name))) != md5(results):

@@ -15,9 +15,15 @@ from dvc.utils.hydra import compose_and_dump
 
 from roofline.config import PARAMS_FILE, load_params, measuring, parse_params
 from roofline.errors import ConfigError, run
-from roofline.paths import fingerprint_path, results_path, sweep_path
+from roofline.paths import fingerprint_path, knobs_path, results_path, sweep_path
 from roofline.pipeline import orphans, pipeline_files
-from roofline.records import lock_records_results, never_measured, pending_record, sweep_record
+from roofline.records import (
+    knobs_record,
+    lock_records_results,
+    never_measured,
+    pending_record,
+    sweep_record,
+)
 from roofline.schema import write_json_atomic, write_text_atomic
 
 
@@ -86,6 +92,7 @@ def main(argv: list[str] | None = None) -> None:
         write_json_atomic(fingerprint_path(name), never_measured(name))
         write_json_atomic(results_path(name), pending_record(name, dev))
         write_json_atomic(sweep_path(name), sweep_record(name, cfg.sweep.name, "pending"))
+        write_json_atomic(knobs_path(name), knobs_record(name, cfg.knobs.name, "pending"))
 
 
 if __name__ == "__main__":

@@ -105,9 +105,21 @@ class SweepConfig:
 
 
 @dataclass
+class KnobsConfig:
+    """The lab's knobs, each a gain measured in one run (conf/knobs/<name>.yaml)."""
+
+    name: str = "none"
+    rounds: int = 0  # interleaved rounds of baseline and variant
+    min_seconds: float = 0.0  # sustained time per side, over its rounds
+    cpu: dict[str, list[int]] = field(default_factory=dict)  # shape, naive_shape
+    cuda: dict[str, list[int]] = field(default_factory=dict)  # shape, small_shape, l2_shape
+
+
+@dataclass
 class Config:
     bench: BenchConfig = field(default_factory=BenchConfig)
     sweep: SweepConfig = field(default_factory=SweepConfig)
+    knobs: KnobsConfig = field(default_factory=KnobsConfig)
     devices: dict[str, DeviceConfig] = field(default_factory=dict)
 
 
@@ -140,12 +152,25 @@ def check(cfg: DictConfig, conf: Path | None = None) -> None:
         errors.append(f"sweep {sweep.name!r} has a size below 1; allowed: positive integers")
     if any(len(shape) != 3 for shapes in sweep.best_shape.values() for shape in shapes):
         errors.append(f"sweep {sweep.name!r}: best_shape entries must be [M, N, K]")
-    known = sorted(path.stem for path in (conf / "sweep").glob("*.yaml")) if conf else []
-    if known and sweep.name not in known:
+    for group in ("sweep", "knobs"):
+        known = sorted(path.stem for path in (conf / group).glob("*.yaml")) if conf else []
+        if known and cfg[group].name not in known:
+            errors.append(
+                f"{group}.name={cfg[group].name!r}; allowed: {', '.join(known)} (conf/{group}/; "
+                f"select one with `uv run dvc exp run -S {group}=NAME`)"
+            )
+    knobs = cfg.knobs
+    if knobs.name != "none" and (knobs.rounds < 1 or knobs.min_seconds <= 0):
         errors.append(
-            f"sweep.name={sweep.name!r}; allowed: {', '.join(known)} (conf/sweep/; select one "
-            "with `uv run dvc exp run -S sweep=NAME`)"
+            f"knobs: rounds={knobs.rounds}, min_seconds={knobs.min_seconds}; allowed: rounds >= 1, "
+            "min_seconds > 0"
         )
+    for kind_ in ("cpu", "cuda"):
+        for key, shape in knobs[kind_].items():
+            if len(shape) != 3 or any(d < 1 for d in shape):
+                errors.append(
+                    f"knobs.{kind_}.{key}={list(shape)}; allowed: [M, N, K] of positive integers"
+                )
     for name, dev in cfg.devices.items():
         where = f"devices.{name}"
         for table in ("peak_tflops", "lab_band_tflops", "lab_done_tflops"):

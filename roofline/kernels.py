@@ -139,6 +139,50 @@ def graphed(call: Callable[[int], object], sets: int) -> Callable[[int], object]
     return lambda _: graph.replay()
 
 
+@dataclass
+class Prepared:
+    """A matmul ready to time: its operands made and its product checked against float64.
+    `call(i)` runs it on operand set i % sets (rotating, so none is found in cache)."""
+
+    call: Callable[[int], object]
+    check_error: float
+    sets: int
+
+
+def prepare_matmul(
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    device: str,
+    *,
+    seed: int,
+    check_rows: int,
+    cache_bytes: int | None,
+    backend: str | Callable = "torch",
+    fast_accum: bool = False,
+    sets: int | None = None,
+) -> Prepared:
+    """Random operands (enough sets to rotate past the cache, or `sets`), C = A @ B through
+    `backend` (roofline.backends) checked against float64. Raises WrongResult instead of
+    returning a kernel whose output is wrong."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    if sets is None:
+        sets = min(MAX_SETS, buffer_sets(matmul_bytes(m, n, k, dtype), cache_bytes or 0))
+    inputs = [_operands(m, n, k, dtype, device, gen) for _ in range(sets)]
+    library = backends.backend(backend, matmul_fn(dtype, device, fast_accum))
+    operands = [library.operands(a, b) for a, b in inputs]
+    mm = library.matmul
+    with float32_math(dtype):
+        error = check_product(*inputs[0], library.product(mm(*operands[0])), check_rows, gen)
+    tolerance = DTYPES[dtype].tolerance
+    if not error <= tolerance:  # also catches NaN
+        raise WrongResult(
+            f"max relative error {error:.3g} > {tolerance:g} against float64 on {check_rows} rows"
+        )
+    return Prepared(lambda i: mm(*operands[i % sets]), error, sets)
+
+
 def measure_matmul(
     m: int,
     n: int,
@@ -157,41 +201,36 @@ def measure_matmul(
     monitor: Callable[[], Any] | None = None,
     backend: str = "torch",
 ) -> Point:
-    """Check C = A @ B through `backend` (roofline.backends) against float64, then time it
-    (on a GPU, from a CUDA graph where that measures a short call better). Raises WrongResult
-    instead of timing a kernel whose output is wrong."""
-    gen = torch.Generator(device=device).manual_seed(seed)
-    sets = min(MAX_SETS, buffer_sets(matmul_bytes(m, n, k, dtype), cache_bytes or 0))
-    inputs = [_operands(m, n, k, dtype, device, gen) for _ in range(sets)]
-    library = backends.backend(backend, matmul_fn(dtype, device))
-    operands = [library.operands(a, b) for a, b in inputs]
-    mm = library.matmul
+    """Check C = A @ B, then time it (on a GPU, from a CUDA graph too where that measures a
+    short call better). Raises WrongResult instead of timing a kernel whose output is wrong."""
+    ready = prepare_matmul(
+        m,
+        n,
+        k,
+        dtype,
+        device,
+        seed=seed,
+        check_rows=check_rows,
+        cache_bytes=cache_bytes,
+        backend=backend,
+    )
+    timing = dict(timer=timer, warmup=warmup, repeats=repeats, min_seconds=min_seconds)
     with float32_math(dtype):
-        c = library.product(mm(*operands[0]))
-        error = check_product(*inputs[0], c, check_rows, gen)
-        tolerance = DTYPES[dtype].tolerance
-        if not error <= tolerance:  # also catches NaN
-            raise WrongResult(
-                f"max relative error {error:.3g} > {tolerance:g} "
-                f"against float64 on {check_rows} rows"
-            )
-        del c
-
-        def call(i: int) -> object:
-            return mm(*operands[i % sets])
-
-        timing = dict(timer=timer, warmup=warmup, repeats=repeats, min_seconds=min_seconds)
-        samples, window = sample(call, **timing, warmup_seconds=warmup_seconds, window=monitor)
+        samples, window = sample(
+            ready.call, **timing, warmup_seconds=warmup_seconds, window=monitor
+        )
         how = timer.name
         if device.startswith("cuda") and summarize(samples)["median_s"] < GRAPH_BELOW_S:
-            replays, graph_window = sample(graphed(call, sets), **timing, window=monitor)
-            per_call = [t / sets for t in replays]
+            replays, graph_window = sample(
+                graphed(ready.call, ready.sets), **timing, window=monitor
+            )
+            per_call = [t / ready.sets for t in replays]
             if summarize(per_call)["median_s"] < summarize(samples)["median_s"]:
                 samples, window = per_call, graph_window
-                how = f"CUDA graph of {sets} calls, replayed back to back"
+                how = f"CUDA graph of {ready.sets} calls, replayed back to back"
             else:
                 how += " (a CUDA graph was not faster)"
-    return Point(samples, error, sets, how, window)
+    return Point(samples, ready.check_error, ready.sets, how, window)
 
 
 def measure_copy(

@@ -19,3 +19,7 @@ def results_path(name: str) -> Path:
 
 def sweep_path(name: str) -> Path:
     return device_dir(name) / "sweep.json"
+
+
+def knobs_path(name: str) -> Path:
+    return device_dir(name) / "knobs.json"

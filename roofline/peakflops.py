@@ -1,8 +1,10 @@
-"""Compiled microbenchmarks of the CPU itself, as likwid-bench's peakflops and the Empirical
-Roofline Toolkit measure it: the clock all cores run at, and the FMA throughput all cores reach
-at the widest vector this machine has (the measured compute ceiling under which every BLAS
-sits). Each needs a C compiler (`cc`); where there is none, it says so and measures nothing."""
+"""Compiled kernels of the CPU itself. As likwid-bench's peakflops and the Empirical Roofline
+Toolkit measure it: the clock all cores run at, and the FMA throughput all cores reach at the
+widest vector this machine has (the measured compute ceiling under which every BLAS sits).
+And the textbook matmul, the baseline of the lab's first knob. Each needs a C compiler (`cc`);
+where there is none, it says so and measures nothing."""
 
+import ctypes
 import platform
 import shutil
 import subprocess
@@ -70,17 +72,23 @@ def compiler() -> str | None:
     return shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 
 
-def build(source: str, where: Path, defines: dict[str, int]) -> Path | None:
-    """The program compiled for this machine's widest instructions, or None."""
+def build(
+    source: str,
+    where: Path,
+    defines: dict[str, int],
+    flags: tuple[str, ...] = FLAGS,
+    targets: tuple[tuple[str, ...], ...] = NATIVE,
+) -> Path | None:
+    """The program compiled (for this machine's widest instructions, by default), or None."""
     cc = compiler()
     if cc is None:
         return None
     src, binary = where / "program.c", where / "program"
     src.write_text(source)
     macros = [f"-D{key}={value}" for key, value in defines.items()]
-    for native in NATIVE:
+    for target in targets:
         done = subprocess.run(
-            [cc, *FLAGS, *native, *macros, "-o", binary, src], capture_output=True
+            [cc, *flags, *target, *macros, "-o", binary, src], capture_output=True
         )
         if done.returncode == 0:
             return binary
@@ -144,3 +152,40 @@ def cpu_clock(cores: int) -> dict[str, Any]:
     if freq and freq.current:
         return {"ghz": freq.current / 1e3, "source": "the OS's current clock (psutil)"}
     return {"ghz": None, "source": "no C compiler here, and the OS reports no clock"}
+
+
+NAIVE_PROGRAM = r"""
+void matmul(int m, int n, int k, const float *a, const float *b, float *c) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < n; j++) {
+            float sum = 0.0f;
+            for (int p = 0; p < k; p++)
+                sum += a[i * k + p] * b[p * n + j];
+            c[i * n + j] = sum;
+        }
+}
+"""
+
+
+def naive_matmul() -> Any:
+    """The textbook triple loop as it is written, compiled -O2 for any x86-64 or arm64 (no
+    -march, no fast-math: no reordered, vectorised sum), as a function of two float32 numpy
+    arrays; None where nothing can compile it."""
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as tmp:
+        library = build(NAIVE_PROGRAM, Path(tmp), {}, ("-O2", "-shared", "-fPIC"), ((),))
+        if library is None:
+            return None
+        loop = ctypes.CDLL(str(library)).matmul  # mapped now: the file may go
+    floats = ctypes.POINTER(ctypes.c_float)
+    loop.argtypes = [ctypes.c_int] * 3 + [floats] * 3
+
+    def textbook_loop(a: Any, b: Any) -> Any:
+        a, b = np.ascontiguousarray(a, np.float32), np.ascontiguousarray(b, np.float32)
+        c = np.empty((a.shape[0], b.shape[1]), np.float32)
+        pointers = (x.ctypes.data_as(floats) for x in (a, b, c))
+        loop(a.shape[0], b.shape[1], a.shape[1], *pointers)
+        return c
+
+    return textbook_loop

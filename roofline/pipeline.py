@@ -15,7 +15,14 @@ from typing import Any
 import yaml
 
 from roofline.config import MEASURING_KEYS, PROBE_KEYS
-from roofline.paths import EXPERIMENT, device_dir, fingerprint_path, results_path, sweep_path
+from roofline.paths import (
+    EXPERIMENT,
+    device_dir,
+    fingerprint_path,
+    knobs_path,
+    results_path,
+    sweep_path,
+)
 
 GENERATED = (
     "# Generated from conf/ by `uv run python -m roofline.compose`: edit conf/, not this file.\n"
@@ -39,7 +46,7 @@ uv run python -m roofline.sync push
 SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # the DVC remote's, from your shell
 OUR_PACKAGES = ("roofline", "stages")
 # Outputs of a device's stages, which git leaves to DVC.
-DEVICE_OUTPUTS = ("fingerprint.json", "results.json", "sweep.json")
+DEVICE_OUTPUTS = ("fingerprint.json", "results.json", "sweep.json", "knobs.json")
 
 
 def module_file(module: str, root: Path) -> Path | None:
@@ -138,6 +145,15 @@ def device_pipeline(name: str, root: Path) -> dict[str, Any]:
                 params=["bench", "sweep", *keys(MEASURING_KEYS)],
                 outs=kept(sweep_path(name)),
             ),
+            "knobs": stage(
+                "stages.knobs",
+                root,
+                name,
+                wdir=top,
+                deps=[fingerprint],
+                params=["bench", "knobs", *keys(MEASURING_KEYS)],
+                outs=kept(knobs_path(name)),
+            ),
         }
     }
 
@@ -162,7 +178,9 @@ def task_file(name: str, dev: dict[str, Any]) -> dict[str, Any]:
 
 def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
     """aggregate -> plot -> report over every device's recorded results."""
-    recorded = [p for name in names for p in (results_path(name), sweep_path(name))]
+    recorded = [
+        p for name in names for p in (results_path(name), sweep_path(name), knobs_path(name))
+    ]
     table, manifest = EXPERIMENT / "results.csv", EXPERIMENT / "manifest.json"
 
     def untracked(*paths: Path) -> list[dict[str, Any]]:
@@ -176,24 +194,25 @@ def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
                 "stages.aggregate",
                 root,
                 deps=recorded,
-                params=["bench", "sweep", "devices"],  # interpretation: peaks, prices, bands
-                outs=untracked(table, manifest),
+                params=["bench", "sweep", "knobs", "devices"],  # interpretation: peaks, prices
+                outs=untracked(table, manifest, EXPERIMENT / "knobs.csv"),
                 metrics=untracked(EXPERIMENT / "metrics.json"),
             ),
             "plot": stage(
                 "stages.plot",
                 root,
-                deps=[table, manifest],
+                deps=[table, manifest, EXPERIMENT / "knobs.csv"],
                 outs=untracked(
                     EXPERIMENT / "roofline.png",
                     EXPERIMENT / "roofline-sweeps.png",
                     EXPERIMENT / "roofline.json",
+                    EXPERIMENT / "knobs.png",
                 ),
             ),
             "report": stage(
                 "stages.report",
                 root,
-                deps=[table, manifest],
+                deps=[table, manifest, EXPERIMENT / "knobs.csv"],
                 outs=untracked(EXPERIMENT / "REPORT.md", EXPERIMENT / "REPORT-appendix.md"),
             ),
         },
@@ -210,6 +229,7 @@ def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
             },
             str(EXPERIMENT / "roofline.png"),
             str(EXPERIMENT / "roofline-sweeps.png"),
+            str(EXPERIMENT / "knobs.png"),
         ],
     }
 

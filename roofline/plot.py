@@ -296,3 +296,51 @@ def draw_sweeps(rows: pd.DataFrame, manifest: dict) -> Figure:
         ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     return fig
+
+
+def draw_knobs(knobs: pd.DataFrame) -> Figure:
+    """One panel per device with measured knobs: each knob's gain (variant / baseline) as a bar
+    on a log scale, the largest first; unturned by the lab kernel in a colour of their own."""
+    sns.set_theme(style="whitegrid", context="notebook")
+    measured = knobs[knobs.status == "measured"]
+    devices = list(dict.fromkeys(measured.device))
+    fig, axes = plt.subplots(
+        1, max(1, len(devices)), figsize=(8 * max(1, len(devices)), 4.5), squeeze=False
+    )
+    if not devices:
+        axes[0][0].text(
+            0.5, 0.5, "no knob measured yet: uv run dvc exp run -S knobs=lab", ha="center"
+        )
+        axes[0][0].set_axis_off()
+        return fig
+    colors = sns.color_palette("colorblind")
+    turned = {True: colors[0], False: colors[1], None: colors[7]}
+    for ax, name in zip(axes[0], devices, strict=True):
+        rows = measured[measured.device == name].sort_values("gain")
+        labels = [f"{r.knob}\n{r.baseline} -> {r.variant}" for r in rows.itertuples()]
+        ax.barh(labels, rows.gain, color=[turned[lab_turns(r)] for r in rows.itertuples()])
+        for y, r in enumerate(rows.itertuples()):
+            ax.annotate(
+                f"{r.gain:.3g}x",
+                (r.gain, y),
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=9,
+            )
+        ax.axvline(1.0, color="black", lw=1)
+        ax.set(xscale="log", xlabel="gain (variant / baseline TFLOP/s)", title=f"{name}: knobs")
+    handles = [
+        Line2D([], [], color=turned[True], lw=8, label="the lab kernel turns it"),
+        Line2D([], [], color=turned[False], lw=8, label="left unturned by the lab kernel"),
+        Line2D([], [], color=turned[None], lw=8, label="a measurement effect"),
+    ]
+    axes[0][-1].legend(handles=handles, fontsize=8, loc="lower right")
+    fig.tight_layout()
+    return fig
+
+
+def lab_turns(row: object) -> bool | None:
+    """knobs.csv's lab_turns as read back (True, False, or empty)."""
+    value = row.lab_turns
+    return None if pd.isna(value) else bool(value)

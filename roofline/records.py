@@ -87,6 +87,11 @@ def sweep_record(name: str, sweep: str, status: str, **extra: Any) -> dict[str, 
     return {"device": name, "sweep": sweep, "status": status, "rows": [], **extra}
 
 
+def knobs_record(name: str, knobs: str, status: str, **extra: Any) -> dict[str, Any]:
+    """A device's knobs record; pending or `none` knobs have no rows."""
+    return {"device": name, "knobs": knobs, "status": status, "rows": [], **extra}
+
+
 def on_record(name: str, results: dict[str, Any] | None) -> dict:
     """The fingerprint of what is on record: the one a measured results.json was measured
     under, else "never measured"."""
@@ -101,13 +106,19 @@ def on_record(name: str, results: dict[str, Any] | None) -> dict:
 
 
 def probe_decision(
-    name: str, record: dict, here: dict | None, fresh: dict | None, replace: bool = False
+    name: str,
+    record: dict,
+    here: dict | None,
+    fresh: dict | None,
+    replace: bool = False,
+    claimed: dict | None = None,
 ) -> tuple[dict, str]:
     """(fingerprint to write, what happened, for the log).
 
     `record` is what is on record (on_record); `here` the identity of the device on this
     machine (None when absent); `fresh` the fingerprint this machine would write; `replace`
-    takes the device over from other hardware."""
+    takes the device over from other hardware; `claimed` the fingerprint file as it is (a
+    `--replace`, or a run here that failed, left this machine's claim in it)."""
     never = record["status"] == NEVER
     if replace:
         if here is None:
@@ -123,6 +134,11 @@ def probe_decision(
         )
     if never or record["hardware"] == here:
         return fresh, f"{name}: here ({describe(here)})"
+    if claimed and claimed.get("hardware") == here:  # taken over with --replace, not measured yet
+        return fresh, (
+            f"{name}: here ({describe(here)}), taken over from {describe(record['hardware'])}: "
+            "measuring it"
+        )
     this, that = describe_apart(here, record["hardware"])
     return record, (
         f"{name}: this machine has {this} but the results on record were measured on "

@@ -16,6 +16,7 @@ from roofline.ceilings import (
     predictions,
     why,
 )
+from roofline.schema import KNOB_COLUMNS
 
 
 def times(ratio: float) -> str:
@@ -350,7 +351,48 @@ def prediction_line(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str
     )
 
 
-def device_section(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> list[str]:
+def knob_lines(knobs: pd.DataFrame) -> list[str]:
+    """A device's knobs as a ladder, the largest measured gain first, each with its spreads."""
+    if knobs.empty:
+        return []
+    measured = knobs[knobs.status == "measured"].sort_values("gain", ascending=False)
+    turned = {True: "the lab kernel turns it", False: "left unturned by the lab kernel"}
+    lines = [
+        "Knobs, both sides measured in one run, interleaved, after the same float64 check "
+        "(gain = variant / baseline TFLOP/s):",
+        "",
+    ]
+    for r in measured.itertuples():
+        note = turned.get(
+            None if pd.isna(r.lab_turns) else bool(r.lab_turns), "a measurement effect"
+        )
+        lines.append(
+            f"- {r.knob}: {r.baseline} → {r.variant}: **{r.gain:.3g}×** "
+            f"({r.baseline_tflops:.4g} → {r.variant_tflops:.4g} TFLOP/s at {r.m}×{r.n}×{r.k} "
+            f"{r.dtype}; spreads {r.baseline_spread:.0%} and {r.variant_spread:.0%}); {note}"
+        )
+    lines += [
+        f"- {r.knob}: {r.status}: {r.reason}"
+        for r in knobs[knobs.status != "measured"].itertuples()
+    ]
+    return lines
+
+
+def unturned_sentence(knobs: pd.DataFrame) -> str:
+    """The largest measured knob that the lab kernel leaves unturned."""
+    left = knobs[(knobs.status == "measured") & (knobs.lab_turns.astype(str) == "False")]
+    if left.empty:
+        return ""
+    best = SimpleNamespace(**left.loc[left.gain.idxmax()].to_dict())
+    return (
+        f"The largest knob this kernel leaves unturned, measured: {best.knob} ({best.baseline} → "
+        f"{best.variant}), {best.gain:.3g}× at {best.m}×{best.n}×{best.k}."
+    )
+
+
+def device_section(
+    name: str, entry: dict[str, Any], rows: pd.DataFrame, knobs: pd.DataFrame | None = None
+) -> list[str]:
     if entry["status"] != "measured":
         return [f"### {name}: {entry['sku']} (pending)", "", pending_paragraph(name, entry)]
     lab = rows[rows.series == "lab"]
@@ -358,7 +400,9 @@ def device_section(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> list
         f"### {name}: {entry['hardware'].get('model') or entry['hardware'].get('name')} "
         f"(measured {entry['measured_at']} at {entry['git_revision'] or 'no git revision'})"
     )
-    out = [title, "", gap_paragraph(name, entry, lab)]
+    knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
+    paragraph = " ".join(filter(None, [gap_paragraph(name, entry, lab), unturned_sentence(knobs)]))
+    out = [title, "", paragraph]
     head = headline(lab, entry["kind"])
     if head is None:
         return out
@@ -374,7 +418,9 @@ def device_section(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> list
     )
     out += ["", *breakdown_lines(steps), "", cost_line(entry, head)]
     check = prediction_line(name, entry, rows)
-    return out + (["", check] if check else [])
+    out += ["", check] if check else []
+    ladder = knob_lines(knobs)
+    return out + (["", *ladder] if ladder else [])
 
 
 def shown(rows: pd.DataFrame, manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -388,7 +434,7 @@ def shown(rows: pd.DataFrame, manifest: dict[str, Any]) -> tuple[list[str], list
     return shown, named
 
 
-def render(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
+def render(rows: pd.DataFrame, manifest: dict[str, Any], knobs: pd.DataFrame | None = None) -> str:
     sweep = manifest.get("sweep", "none")
     devices, unmeasured = shown(rows, manifest)
     out = [
@@ -419,8 +465,12 @@ def render(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
         "",
         "## Gaps to peak",
     ]
+    knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
     for name in devices:
-        out += ["", *device_section(name, manifest["devices"][name], rows[rows.device == name])]
+        entry, own = manifest["devices"][name], knobs[knobs.device == name]
+        out += ["", *device_section(name, entry, rows[rows.device == name], own)]
+    if manifest.get("knobs", "none") != "none":
+        out += ["", "![knobs](knobs.png)"]
     if unmeasured:
         listed = ", ".join(f"{n} ({manifest['devices'][n]['sku']})" for n in unmeasured)
         out += [

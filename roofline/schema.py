@@ -82,6 +82,73 @@ MEASURED_NUMBERS = (
 CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
 
 
+@dataclass
+class KnobMeasurement:
+    """One knob as measured (a row of knobs.json): both sides' samples, interleaved rounds."""
+
+    device: str
+    knob: str
+    baseline: str
+    variant: str
+    dtype: str
+    m: int
+    n: int
+    k: int
+    status: str
+    reason: str = ""
+    lab_turns: bool | None = None  # the lab kernel runs the variant / leaves it / says nothing
+    baseline_check_error: float | None = None
+    variant_check_error: float | None = None
+    baseline_samples_s: list[float] = field(default_factory=list)
+    variant_samples_s: list[float] = field(default_factory=list)
+
+
+@dataclass
+class KnobRow(KnobMeasurement):
+    """One line of knobs.csv: each side's rate from its median, and the gain."""
+
+    baseline_tflops: float | None = None
+    variant_tflops: float | None = None
+    gain: float | None = None  # variant / baseline
+    baseline_spread: float | None = None
+    variant_spread: float | None = None
+
+
+KNOB_COLUMNS = [f.name for f in dataclasses.fields(KnobRow) if not f.name.endswith("samples_s")]
+
+
+def knob_row(point: KnobMeasurement) -> KnobRow:
+    out = KnobRow(**dataclasses.asdict(point))
+    if point.status != "measured":
+        return out
+    flops = ar.matmul_flops(point.m, point.n, point.k)
+    base, var = ar.summarize(point.baseline_samples_s), ar.summarize(point.variant_samples_s)
+    out.baseline_tflops = ar.tflops(flops, base["median_s"])
+    out.variant_tflops = ar.tflops(flops, var["median_s"])
+    out.gain = out.variant_tflops / out.baseline_tflops
+    out.baseline_spread, out.variant_spread = base["spread"], var["spread"]
+    return out
+
+
+def knob_from_dict(data: Any, where: str) -> KnobMeasurement:
+    """A KnobMeasurement from JSON, or SchemaError naming the file and row at fault."""
+    names = {f.name for f in dataclasses.fields(KnobMeasurement)}
+    if not isinstance(data, dict) or set(data) - names:
+        unknown = sorted(set(data) - names) if isinstance(data, dict) else "not an object"
+        raise SchemaError(f"{where}: not a knob row ({unknown})")
+    point = KnobMeasurement(**data)
+    if point.status not in STATUSES:
+        raise SchemaError(f"{where}: status {point.status!r}; allowed: {', '.join(STATUSES)}")
+    for side in ("baseline", "variant"):
+        samples = getattr(point, f"{side}_samples_s")
+        positive = isinstance(samples, list) and all(
+            isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in samples
+        )
+        if not positive or (point.status == "measured") != bool(samples):
+            raise SchemaError(f"{where}: {side}_samples_s={samples!r} for a {point.status} knob")
+    return point
+
+
 def measurement(
     device: str,
     dtype: str,

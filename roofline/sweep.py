@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from datetime import UTC, datetime
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 from roofline.arithmetic import matmul_flops
-from roofline.benchmark import run_info
+from roofline.benchmark import run_info, started
 from roofline.measure import describe, measure_point, target_for
 from roofline.progress import progress, say
 from roofline.records import sweep_record
@@ -43,7 +42,8 @@ def measure_sweep(
 ) -> dict[str, Any]:
     """Every (shape, dtype) of the sweep on this device until its budget runs out."""
     kind = dev.kind.name
-    started, t0 = datetime.now(UTC), time.perf_counter()
+    begun = started()
+    t0 = begun[1]
     target = target_for(kind, found, log)
     settings = SimpleNamespace(
         seed=bench.seed,
@@ -78,6 +78,6 @@ def measure_sweep(
         sweep.name,
         "measured",
         fingerprint=fingerprint,
-        run=run_info(started, t0, kind),
+        run=run_info(*begun, kind),
         rows=rows,
     )

@@ -1,10 +1,10 @@
-"""Stage aggregate: every device's measurements (results.json, sweep.json) and its conf ->
-results.csv, manifest.json, metrics.json."""
+"""Stage aggregate: every device's measurements (results.json, sweep.json, knobs.json) and
+its conf -> results.csv, knobs.csv, manifest.json, metrics.json."""
 
 from roofline.aggregate import aggregate, load_record
 from roofline.config import load_params
-from roofline.paths import EXPERIMENT, results_path, sweep_path
-from roofline.schema import json_text, write_texts_atomic
+from roofline.paths import EXPERIMENT, knobs_path, results_path, sweep_path
+from roofline.schema import json_text, knob_from_dict, write_texts_atomic
 from stages import RENDERED, run
 
 
@@ -12,12 +12,14 @@ def main() -> None:
     cfg = load_params()
     records = {name: load_record(name, results_path(name)) for name in cfg.devices}
     sweeps = {name: load_record(name, sweep_path(name)) for name in cfg.devices}
-    table, manifest, metrics = aggregate(cfg, records, sweeps)
+    knobs = {name: load_record(name, knobs_path(name), knob_from_dict) for name in cfg.devices}
+    out = aggregate(cfg, records, sweeps, knobs)
     write_texts_atomic(
         {
-            EXPERIMENT / "results.csv": table.to_csv(index=False),
-            EXPERIMENT / "manifest.json": json_text(manifest),
-            EXPERIMENT / "metrics.json": json_text(metrics),
+            EXPERIMENT / "results.csv": out.table.to_csv(index=False),
+            EXPERIMENT / "knobs.csv": out.knobs.to_csv(index=False),
+            EXPERIMENT / "manifest.json": json_text(out.manifest),
+            EXPERIMENT / "metrics.json": json_text(out.metrics),
         }
     )
 

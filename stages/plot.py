@@ -1,22 +1,25 @@
-"""Stage plot: results.csv + manifest.json -> roofline.png, roofline-sweeps.png, and
-roofline.json (the interactive roofline that `dvc plots show` renders)."""
+"""Stage plot: results.csv + manifest.json -> roofline.png, roofline-sweeps.png and
+roofline.json (the interactive roofline that `dvc plots show` renders); knobs.csv -> knobs.png."""
 
 import json
 
-from roofline.ceilings import load_table
+from roofline.ceilings import load_knobs, load_table
 from roofline.paths import EXPERIMENT
-from roofline.plot import draw, draw_sweeps, interactive
+from roofline.plot import draw, draw_knobs, draw_sweeps, interactive
 from roofline.schema import atomic_paths, json_text
 from stages import RENDERED, run
 
-OUTPUTS = [EXPERIMENT / name for name in ("roofline.png", "roofline-sweeps.png", "roofline.json")]
+FIGURES = ("roofline.png", "roofline-sweeps.png", "knobs.png")
 
 
 def main() -> None:
     rows = load_table(EXPERIMENT / "results.csv")
+    knobs = load_knobs(EXPERIMENT / "knobs.csv")
     manifest = json.loads((EXPERIMENT / "manifest.json").read_text())
-    with atomic_paths(*OUTPUTS) as (png, sweeps_png, data):
-        for fig, path in ((draw(rows, manifest), png), (draw_sweeps(rows, manifest), sweeps_png)):
+    figures = (draw(rows, manifest), draw_sweeps(rows, manifest), draw_knobs(knobs))
+    outputs = [EXPERIMENT / name for name in (*FIGURES, "roofline.json")]
+    with atomic_paths(*outputs) as (*pngs, data):
+        for fig, path in zip(figures, pngs, strict=True):
             fig.savefig(path, dpi=110, metadata={"Software": None})  # no version stamp: stable
         data.write_text(json_text(interactive(rows, manifest)))
 

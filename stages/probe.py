@@ -47,7 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     hardware = live_hardware()
     _, here = locate(dev, hardware)
     fresh = fingerprint(name, here, version("torch")) if here else None
-    new, message = probe_decision(name, record, here, fresh, args.replace)
+    path = fingerprint_path(name)
+    claimed = read_json(path) if path.exists() else None
+    new, message = probe_decision(name, record, here, fresh, args.replace, claimed)
     print(message)
     for gpu in unmatched_gpus(cfg.devices, hardware):
         print(
@@ -55,10 +57,9 @@ def main(argv: list[str] | None = None) -> None:
             "matches no device file; to measure it, add conf/device/<name>.yaml (see README: "
             "adding a device)"
         )
-    path = fingerprint_path(name)
     if args.dry_run:
         print("(dry run: nothing written)")
-    elif not path.exists() or read_json(path) != new:
+    elif new != claimed:
         write_json_atomic(path, new)
 
 

@@ -84,8 +84,8 @@ DEVICE = "experiments/x4-roofline/devices/h100"
 
 
 def pod_lock(probed: str, benchmarked: str, results: bytes, swept: str | None = None) -> str:
-    """A dvc.lock as a pod writes it: the fingerprint the probe wrote, the one the benchmark and
-    sweep ran after, and the results' checksum."""
+    """A dvc.lock as a pod writes it: the fingerprint the probe wrote, the one the benchmark,
+    sweep and knobs ran after, and the results' checksum."""
 
     def dep(md5):
         return {"deps": [{"path": f"{DEVICE}/fingerprint.json", "md5": md5}]}
@@ -98,6 +98,7 @@ def pod_lock(probed: str, benchmarked: str, results: bytes, swept: str | None = 
                 "benchmark": dep(benchmarked)
                 | {"outs": [{"path": f"{DEVICE}/results.json", "md5": md5(results)}]},
                 "sweep": dep(swept or benchmarked),
+                "knobs": dep(benchmarked),
             },
         }
     )

@@ -53,7 +53,9 @@ def test_matmul_is_checked_then_timed(dtype):
 
 def test_a_wrong_kernel_is_refused_and_never_timed(monkeypatch):
     timer = CountingTimer()
-    monkeypatch.setattr(kernels, "matmul_fn", lambda dtype, device: lambda a, b: (a @ b) * 1.01)
+    monkeypatch.setattr(
+        kernels, "matmul_fn", lambda dtype, device, fast: lambda a, b: (a @ b) * 1.01
+    )
     with pytest.raises(WrongResult, match=r"max relative error 0\.01"):
         measure_matmul(
             16,

@@ -166,7 +166,10 @@ def test_overrides_through_dvc_exp_run(story):
     git(laptop, "checkout", "params.yaml")
     dvc(laptop, "exp", "run", "-S", "devices.cpu.shapes=[[32,32,32]]", hardware=LAPTOP)
     rows = results(laptop, "cpu")["rows"]
-    assert [(r["m"], r["n"], r["k"], r["status"]) for r in rows] == [(32, 32, 32, "measured")]
+    assert [(r["m"], r["n"], r["k"], r["status"], r["backend"]) for r in rows] == [
+        (32, 32, 32, "measured", "torch"),
+        (32, 32, 32, "measured", "numpy"),
+    ]
 
 
 def csv_rows(clone_path) -> list[dict]:
@@ -222,7 +225,12 @@ def test_exp_run_with_a_new_price_and_peak_measures_nothing(story):
     )
     assert not {s for s in ran(out) if s.endswith((":benchmark", ":sweep"))}, out
     assert raw(laptop, "cpu") == measured
-    (row,) = [r for r in csv_rows(laptop) if r["device"] == "cpu"]
+    rows = [r for r in csv_rows(laptop) if r["device"] == "cpu"]
+    assert {r["backend"] for r in rows} == {"torch", "numpy"}
+    for row in rows:
+        assert float(row["peak_tflops"]) == 2.0
+        assert float(row["mfu"]) == pytest.approx(float(row["achieved_tflops"]) / 2.0)
+    (row,) = rows[:1]
     assert float(row["peak_tflops"]) == 2.0
     assert float(row["mfu"]) == pytest.approx(float(row["achieved_tflops"]) / 2.0)
 

@@ -85,3 +85,11 @@ def test_two_machines_of_one_model_name_are_told_apart_in_the_message():
     _, message = probe_decision("dev", fp(vm), LAPTOP, fp(LAPTOP))
     assert "this machine has Laptop CPU (8 cores) [isa: ['avx2']]" in message
     assert "measured on Laptop CPU (8 cores) [isa: ['avx2', 'avx512f']]" in message
+
+
+def test_a_takeover_with_replace_holds_until_it_is_measured():
+    # --replace wrote this laptop's fingerprint; the record is still the old laptop's results.
+    new, message = probe_decision("dev", fp(OTHER), LAPTOP, fp(LAPTOP), claimed=fp(LAPTOP))
+    assert new == fp(LAPTOP) and "taken over from Other CPU (4 cores): measuring it" in message
+    # Without the claim, the record stands.
+    assert probe_decision("dev", fp(OTHER), LAPTOP, fp(LAPTOP))[0] == fp(OTHER)

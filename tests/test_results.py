@@ -159,7 +159,7 @@ def aggregated(tmp_path, cpu=None, h100=None, **bench):
     cfg = config(
         {"cpu": device(**CPU | (cpu or {})), "h100": device(**H100 | (h100 or {}))}, **bench
     )
-    table, info, _ = aggregate(cfg, *recorded(tmp_path))
+    table, _, info, _ = aggregate(cfg, *recorded(tmp_path))
     return table, json.loads(json.dumps(info))
 
 
@@ -245,7 +245,7 @@ def test_report_has_the_breakdown_cost_and_roofline_check_and_an_appendix(tmp_pa
         "rows": [point],
     }
     cfg = config({"cpu": device(**CPU), "h100": device(**H100)})
-    table, info, _ = aggregate(cfg, records, sweeps)
+    table, _, info, _ = aggregate(cfg, records, sweeps)
     info = json.loads(json.dumps(info))
     text = render(table, info)
     assert "4096×4096×4096" not in text.split("## Gaps")[0]  # the one-page table is the lab's rows

@@ -1,0 +1,54 @@
+"""Stage knobs: the selected knobs on a device that is here (nothing for knobs=none), each as a
+gain measured in one run; pending for a device never measured, refused for one measured
+elsewhere (the same rules as the benchmark and the sweep)."""
+
+import argparse
+
+from roofline.benchmark import check_disk, run_info, started
+from roofline.config import device_config, load_params, measuring
+from roofline.knobs import Settings, measure_knobs
+from roofline.measure import target_for
+from roofline.paths import knobs_path
+from roofline.progress import say
+from roofline.records import decide, knobs_record
+from roofline.schema import write_json_atomic
+from stages import run
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
+    name = parser.parse_args(argv).device
+    cfg = load_params()
+    dev = measuring(device_config(cfg, name))
+    decision = decide(name, dev, "knobs", knobs_path(name))
+    if decision.action == "pending":
+        record = knobs_record(name, cfg.knobs.name, "pending")
+    elif cfg.knobs.name == "none":
+        record = knobs_record(name, "none", "measured", fingerprint=decision.fingerprint)
+    else:
+        check_disk(knobs_path(name), 12)
+        begun, target = started(), target_for(dev.kind.name, decision.found, say)
+        settings = Settings(
+            seed=cfg.bench.seed,
+            warmup=cfg.bench.warmup,
+            check_rows=cfg.bench.check_rows,
+            rounds=cfg.knobs.rounds,
+            min_seconds=cfg.knobs.min_seconds,
+            threads=decision.found.get("logical_cores", 1),
+        )
+        rows, tuning = measure_knobs(name, target, decision.found, cfg.knobs, settings, say)
+        record = knobs_record(
+            name,
+            cfg.knobs.name,
+            "measured",
+            fingerprint=decision.fingerprint,
+            run=run_info(*begun, dev.kind.name),
+            rows=rows,
+            tunableop_results=tuning,
+        )
+    write_json_atomic(knobs_path(name), record)
+
+
+if __name__ == "__main__":
+    run(main)

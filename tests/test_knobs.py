@@ -1,0 +1,154 @@
+"""The lab's knobs: each a gain measured in one run, both sides interleaved and checked. The
+CPU's are measured here at tiny sizes; the GPU's logic runs with stand-ins."""
+
+import dataclasses
+
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from roofline import knobs as kn
+from roofline.aggregate import knob_metrics, knobs_table
+from roofline.hardware import cpu_info
+from roofline.measure import Target, target_for
+from roofline.report import knob_lines, unturned_sentence
+from roofline.schema import KnobMeasurement, knob_row
+
+SETTINGS = kn.Settings(seed=0, warmup=1, check_rows=8, rounds=2, min_seconds=0.02, threads=2)
+TINY = OmegaConf.create({"shape": [96, 96, 96], "naive_shape": [32, 32, 32]})
+
+
+def test_the_cpu_knobs_are_measured_on_both_sides_and_checked():
+    found = dict(cpu_info(), isa=["avx2", "fma"])  # no bfloat16 here: those two are skipped
+    target = target_for("cpu", found, print)
+    knobs = kn.cpu_knobs(target, found, TINY, SETTINGS)
+    rows = {k.name: kn.measure_knob("cpu", k, SETTINGS) for k in knobs}
+    assert list(rows) == [
+        "naive -> BLAS",
+        "1 thread -> every core",
+        "BLAS library",
+        "float32 -> bfloat16",
+        "oneDNN instruction set",
+    ]
+    library = rows["BLAS library"]
+    assert (library.baseline, library.variant) == ("torch", "numpy")
+    assert len(library.baseline_samples_s) >= SETTINGS.rounds and library.variant_check_error < 1e-4
+    assert rows["float32 -> bfloat16"].status == "skipped"
+    assert "no native bfloat16" in rows["float32 -> bfloat16"].reason
+    assert rows["oneDNN instruction set"].reason.startswith("no bfloat16 instructions here")
+    if found["logical_cores"] > 1:
+        assert rows["1 thread -> every core"].status == "measured"
+    naive = rows["naive -> BLAS"]
+    assert naive.status == "measured" or "no C compiler" in naive.reason
+
+
+@pytest.mark.skipif(
+    not {"avx512_bf16", "amx_bf16"} & set(cpu_info()["isa"]), reason="no bfloat16 on this CPU"
+)
+def test_the_isa_cap_is_measured_in_processes_of_its_own():
+    side = kn.capped_side("capped", "AVX512_CORE", [64, 64, 64], SETTINGS)
+    assert side.check_error < 2e-2
+    samples = side.measure(0.01, True)
+    assert samples and all(s > 0 for s in samples)
+
+
+def fake_side(label, log, seconds_per_call):
+    def measure(seconds, first):
+        log.append((label, first))
+        return [seconds_per_call]
+
+    return kn.Side(label, 0.0, measure)
+
+
+def test_both_sides_are_interleaved_round_by_round():
+    log = []
+    knob = kn.Knob(
+        "k",
+        "a",
+        "b",
+        "float32",
+        [8, 8, 8],
+        True,
+        lambda: (fake_side("a", log, 2.0), fake_side("b", log, 0.5)),
+    )
+    point = kn.measure_knob("cpu", knob, dataclasses.replace(SETTINGS, rounds=3))
+    assert log == [("a", True), ("b", True), ("a", False), ("b", False), ("a", False), ("b", False)]
+    assert knob_row(point).gain == pytest.approx(4.0)  # 2 s against 0.5 s a call
+
+
+def test_a_knob_that_cannot_be_turned_is_skipped_with_its_reason():
+    def unavailable():
+        raise kn.Unavailable("no such thing here")
+
+    def wrong():
+        raise kn.WrongResult("max relative error 1 > 0.0001")
+
+    skipped = kn.measure_knob(
+        "cpu", kn.Knob("k", "a", "b", "float32", [8] * 3, None, unavailable), SETTINGS
+    )
+    assert (skipped.status, skipped.reason) == ("skipped", "no such thing here")
+    failed = kn.measure_knob(
+        "cpu", kn.Knob("k", "a", "b", "float32", [8] * 3, None, wrong), SETTINGS
+    )
+    assert failed.status == "failed" and failed.reason.startswith("wrong result, not timed")
+    assert not failed.baseline_samples_s and knob_row(failed).gain is None
+
+
+def test_the_gpu_knobs_and_what_an_a100_cannot_turn():
+    cuda = OmegaConf.create({"shape": [8192] * 3, "small_shape": [256] * 3, "l2_shape": [1024] * 3})
+    a100 = {"compute_capability": "8.0"}
+    knobs = kn.gpu_knobs(Target("cuda:0", 40 << 20, 80 << 30, None), a100, cuda, SETTINGS, None)
+    assert [k.name for k in knobs] == [
+        "float32 -> tf32",
+        "tf32 -> float16",
+        "float16 -> float8",
+        "float8 fast accumulation",
+        "cuBLASLt -> TunableOp",
+        "eager -> CUDA graph",
+        "rotated -> L2-resident",
+    ]
+    assert [k.lab_turns for k in knobs] == [True, True, False, False, False, None, None]
+    for knob in knobs[2:4]:  # float8 needs compute capability 8.9: refused before any GPU call
+        point = kn.measure_knob("a100", knob, SETTINGS)
+        assert point.status == "skipped" and "needs compute capability >= 8.9" in point.reason
+
+
+def measured_knob(name, knob, base_s, var_s, lab_turns, m=2048):
+    return KnobMeasurement(
+        name,
+        knob,
+        "base",
+        "var",
+        "float32",
+        m,
+        m,
+        m,
+        "measured",
+        lab_turns=lab_turns,
+        baseline_samples_s=list(base_s),
+        variant_samples_s=list(var_s),
+    )
+
+
+def test_gains_ladder_metrics_and_the_largest_unturned_knob():
+    points = [
+        measured_knob("cpu", "1 thread -> every core", [2.0, 2.2], [1.1, 1.0], True),
+        measured_knob("cpu", "float32 -> bfloat16", [1.0, 1.0], [0.5, 0.5], False),
+        KnobMeasurement("cpu", "naive -> BLAS", "a", "b", "float32", 8, 8, 8, "skipped", "no cc"),
+    ]
+    table = knobs_table({"cpu": {"rows": points}})
+    csv = table.to_csv(index=False)
+    table = pd.read_csv(pd.io.common.StringIO(csv), keep_default_na=False, na_values=[""])
+    assert list(table.gain.round(4)[:2]) == [pytest.approx(2.1 / 1.05), 2.0]
+    assert knob_metrics(table) == {
+        "cpu": {"1 thread -> every core": pytest.approx(2.0), "float32 -> bfloat16": 2.0}
+    }
+    lines = knob_lines(table)
+    assert lines[2].startswith("- 1 thread -> every core: base → var: **2×**")
+    assert "spreads 10% and 10%); the lab kernel turns it" in lines[2]
+    assert lines[3].endswith("left unturned by the lab kernel")
+    assert lines[-1] == "- naive -> BLAS: skipped: no cc"
+    assert unturned_sentence(table) == (
+        "The largest knob this kernel leaves unturned, measured: float32 -> bfloat16 (base → var), "
+        "2× at 2048×2048×2048."
+    )
