@@ -1,5 +1,6 @@
 """The short GPU suite behind scripts/gpu-check: on each GPU here, every GPU dtype at 8192^3,
-the copy ceiling and NVML telemetry, printed as a table and written as JSON.
+the copy ceiling and NVML telemetry, printed as a table, then the lab's GPU knobs as a ladder
+of gains; written as JSON.
 
 It needs torch, nvidia-ml-py and PyYAML only (no dvc, hydra or omegaconf), so it runs under a
 GPU image's own Python, and it measures with the same functions as the pipeline's benchmark.
@@ -20,7 +21,9 @@ from roofline.dtypes import NAMES
 from roofline.errors import HardwareError, run
 from roofline.hardware import find_device, gpu_info, identity
 from roofline.interpret import interpret, lab_checks
+from roofline.knobs import Settings, measure_knobs
 from roofline.measure import describe, gpu_target, measure_memory_ceiling, measure_point
+from roofline.schema import KnobMeasurement, knob_row
 
 SUITE_DTYPES = NAMES  # every dtype of the registry runs on a GPU
 
@@ -106,6 +109,7 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: SimpleNamespac
     )
     for line in checks:
         print(f"lab check: {line}")
+    knobs = run_knobs(name, target, gpu, bench) if bench.knobs else []
     return {
         "device": name,
         "gpu": gpu,
@@ -113,7 +117,41 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: SimpleNamespac
         "rows": rows,
         "copy": {**copy, "tbps": copy_tbps},
         "lab_checks": checks,
+        "knobs": knobs,
     }
+
+
+def ladder(rows: list[dict[str, Any]]) -> str:
+    """The knobs, the largest measured gain first, then those that could not be turned."""
+    kept = [knob_row(KnobMeasurement(**r)) for r in rows]
+    measured = sorted((r for r in kept if r.status == "measured"), key=lambda r: -r.gain)
+    lines = [
+        f"{r.knob:<26}{r.gain:>8.3g}x  {r.baseline} -> {r.variant} "
+        f"({r.baseline_tflops:.4g} -> {r.variant_tflops:.4g} TFLOP/s, spreads "
+        f"{r.baseline_spread:.0%}/{r.variant_spread:.0%})"
+        for r in measured
+    ]
+    return "\n".join(
+        lines + [f"{r.knob:<26}{r.status}: {r.reason}" for r in kept if r.status != "measured"]
+    )
+
+
+def run_knobs(name: str, target: Any, gpu: dict[str, Any], bench: SimpleNamespace) -> list[dict]:
+    """The lab's GPU knobs (conf/knobs/lab.yaml), each a gain measured in one run."""
+    config = yaml.safe_load(Path("conf/knobs/lab.yaml").read_text())
+    settings = Settings(
+        seed=bench.seed,
+        warmup=bench.warmup,
+        check_rows=bench.check_rows,
+        rounds=config["rounds"],
+        min_seconds=config["min_seconds"],
+    )
+    print("\nknobs (gain = variant / baseline, both sides interleaved in one run):", flush=True)
+    rows, _ = measure_knobs(
+        name, target, gpu, SimpleNamespace(cuda=SimpleNamespace(**config["cuda"])), settings
+    )
+    print(ladder(rows), flush=True)
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -124,6 +162,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--size", type=int, default=8192, help="M = N = K (default 8192)")
     parser.add_argument(
         "--gpu", type=int, action="append", help="a GPU's index (repeatable; default: every one)"
+    )
+    parser.add_argument(
+        "--no-knobs", action="store_true", help="measure the dtypes and the copy only"
     )
     parser.add_argument(
         "--min-seconds",

@@ -193,3 +193,37 @@ def test_a_gh200_is_no_h200():
     gh200 = dict(H100_POD["gpus"][0], name="NVIDIA GH200 480GB")
     devices = device_files(ROOT / "conf/device")
     assert not [n for n, d in devices.items() if find_device(d, {"cpu": {}, "gpus": [gh200]})]
+
+
+def test_the_suite_prints_the_knobs_as_a_ladder_largest_gain_first():
+    from roofline.gpu_suite import ladder
+    from roofline.schema import KnobMeasurement
+
+    def knob(name, base, var, status="measured", reason=""):
+        return dataclasses.asdict(
+            KnobMeasurement(
+                "h100",
+                name,
+                "a",
+                "b",
+                "float16",
+                N,
+                N,
+                N,
+                status,
+                reason,
+                baseline_samples_s=[base] if base else [],
+                variant_samples_s=[var] if var else [],
+            )
+        )
+
+    text = ladder(
+        [
+            knob("tf32 -> float16", 0.0044, 0.0014),
+            knob("float16 -> float8", 0.0014, 0.0008),
+            knob("eager -> CUDA graph", None, None, "skipped", "no CUDA graphs here"),
+        ]
+    ).splitlines()
+    assert text[0].startswith("tf32 -> float16") and "3.14x" in text[0]  # 4.4 ms / 1.4 ms
+    assert text[1].startswith("float16 -> float8") and "1.75x" in text[1]
+    assert text[2] == f"{'eager -> CUDA graph':<26}skipped: no CUDA graphs here"
