@@ -21,27 +21,20 @@ REMAKE = "remake it from the recorded results: `uv run dvc repro --force -s aggr
 TILE = (128, 256)
 
 
-def load_table(path: Path) -> pd.DataFrame:
-    """results.csv as the plot and report read it (empty cells are missing, text is text), or
-    SchemaError when it is not the table the aggregate stage writes."""
+def load_table(path: Path, columns: list[str] = CSV_COLUMNS) -> pd.DataFrame:
+    """results.csv (or knobs.csv, with KNOB_COLUMNS) as the plot and report read it (empty cells
+    are missing, text is text), or SchemaError when it is not the table aggregate writes."""
     try:
         table = pd.read_csv(path, keep_default_na=False, na_values=[""])
     except (OSError, ValueError) as err:
         raise SchemaError(f"{path} cannot be read as a table ({err}); {REMAKE}") from err
-    if list(table.columns) != CSV_COLUMNS:
-        raise SchemaError(f"{path} does not have the results columns; {REMAKE}")
+    if list(table.columns) != columns:
+        raise SchemaError(f"{path} does not have the columns aggregate writes; {REMAKE}")
     return table
 
 
 def load_knobs(path: Path) -> pd.DataFrame:
-    """knobs.csv, or SchemaError when it is not the table the aggregate stage writes."""
-    try:
-        table = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    except (OSError, ValueError) as err:
-        raise SchemaError(f"{path} cannot be read as a table ({err}); {REMAKE}") from err
-    if list(table.columns) != KNOB_COLUMNS:
-        raise SchemaError(f"{path} does not have the knobs columns; {REMAKE}")
-    return table
+    return load_table(path, KNOB_COLUMNS)
 
 
 def headline(rows: pd.DataFrame, kind: str) -> Any:

@@ -105,57 +105,45 @@ def stage(
     return out | rest
 
 
+# A device's measuring stages after its probe: the output each writes, and the top-level params
+# (besides the device's measuring keys) that change it.
+MEASURING_STAGES = {
+    "benchmark": (results_path, ["bench"]),
+    "sweep": (sweep_path, ["bench", "sweep"]),
+    "knobs": (knobs_path, ["bench", "knobs"]),
+}
+
+
 def device_pipeline(name: str, root: Path) -> dict[str, Any]:
     """One device's measuring stages, run from the repository root."""
     top = "/".join([".."] * len(device_dir(name).parts))
-    fingerprint = str(fingerprint_path(name))
-
-    def keys(which: tuple[str, ...]) -> list[str]:
-        return [f"devices.{name}.{key}" for key in which]
+    device_keys = [f"devices.{name}.{key}" for key in MEASURING_KEYS]
 
     def kept(path: Path) -> list[dict[str, Any]]:
         return [{str(path): {"persist": True}}]
 
-    return {
-        "stages": {
-            "probe": stage(
-                "stages.probe",
-                root,
-                name,
-                wdir=top,
-                always_changed=True,  # cheap; its output changes only with the hardware or torch
-                params=keys(PROBE_KEYS),
-                outs=kept(fingerprint_path(name)),
-            ),
-            "benchmark": stage(
-                "stages.benchmark",
-                root,
-                name,
-                wdir=top,
-                deps=[fingerprint],
-                params=["bench", *keys(MEASURING_KEYS)],
-                outs=kept(results_path(name)),
-            ),
-            "sweep": stage(
-                "stages.sweep",
-                root,
-                name,
-                wdir=top,
-                deps=[fingerprint],
-                params=["bench", "sweep", *keys(MEASURING_KEYS)],
-                outs=kept(sweep_path(name)),
-            ),
-            "knobs": stage(
-                "stages.knobs",
-                root,
-                name,
-                wdir=top,
-                deps=[fingerprint],
-                params=["bench", "knobs", *keys(MEASURING_KEYS)],
-                outs=kept(knobs_path(name)),
-            ),
-        }
+    stages = {
+        "probe": stage(
+            "stages.probe",
+            root,
+            name,
+            wdir=top,
+            always_changed=True,  # cheap; its output changes only with the hardware or torch
+            params=[f"devices.{name}.{key}" for key in PROBE_KEYS],
+            outs=kept(fingerprint_path(name)),
+        )
     }
+    for stage_name, (output, params) in MEASURING_STAGES.items():
+        stages[stage_name] = stage(
+            f"stages.{stage_name}",
+            root,
+            name,
+            wdir=top,
+            deps=[fingerprint_path(name)],
+            params=[*params, *device_keys],
+            outs=kept(output(name)),
+        )
+    return {"stages": stages}
 
 
 def task_file(name: str, dev: dict[str, Any]) -> dict[str, Any]:
@@ -178,9 +166,7 @@ def task_file(name: str, dev: dict[str, Any]) -> dict[str, Any]:
 
 def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
     """aggregate -> plot -> report over every device's recorded results."""
-    recorded = [
-        p for name in names for p in (results_path(name), sweep_path(name), knobs_path(name))
-    ]
+    recorded = [output(name) for name in names for output, _ in MEASURING_STAGES.values()]
     table, manifest = EXPERIMENT / "results.csv", EXPERIMENT / "manifest.json"
 
     def untracked(*paths: Path) -> list[dict[str, Any]]:

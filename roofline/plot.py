@@ -17,6 +17,7 @@ from matplotlib.lines import Line2D
 from roofline.arithmetic import ridge_point, roof_tflops
 from roofline.ceilings import measured_ceilings
 from roofline.dtypes import DTYPES, LAB_DTYPE
+from roofline.schema import knob_title
 
 INTENSITY_RANGE = (0.1, 1e4)  # FLOP/byte
 SERIES_MARKERS = {"lab": "*", "square": "o", "skinny": "v", "best-shape": "D"}
@@ -317,7 +318,8 @@ def draw_knobs(knobs: pd.DataFrame) -> Figure:
     turned = {True: colors[0], False: colors[1], None: colors[7]}
     for ax, name in zip(axes[0], devices, strict=True):
         rows = measured[measured.device == name].sort_values("gain")
-        labels = [f"{r.knob}\n{r.baseline} -> {r.variant}" for r in rows.itertuples()]
+        labels = [knob_title(r.knob, r.baseline, r.variant) for r in rows.itertuples()]
+        labels = [label.replace(": ", "\n", 1) for label in labels]
         ax.barh(labels, rows.gain, color=[turned[lab_turns(r)] for r in rows.itertuples()])
         for y, r in enumerate(rows.itertuples()):
             ax.annotate(

@@ -16,7 +16,7 @@ from roofline.ceilings import (
     predictions,
     why,
 )
-from roofline.schema import KNOB_COLUMNS
+from roofline.schema import KNOB_COLUMNS, knob_title
 
 
 def times(ratio: float) -> str:
@@ -367,7 +367,7 @@ def knob_lines(knobs: pd.DataFrame) -> list[str]:
             None if pd.isna(r.lab_turns) else bool(r.lab_turns), "a measurement effect"
         )
         lines.append(
-            f"- {r.knob}: {r.baseline} → {r.variant}: **{r.gain:.3g}×** "
+            f"- {knob_title(r.knob, r.baseline, r.variant)}: **{r.gain:.3g}×** "
             f"({r.baseline_tflops:.4g} → {r.variant_tflops:.4g} TFLOP/s at {r.m}×{r.n}×{r.k} "
             f"{r.dtype}; spreads {r.baseline_spread:.0%} and {r.variant_spread:.0%}); {note}"
         )
@@ -385,8 +385,9 @@ def unturned_sentence(knobs: pd.DataFrame) -> str:
         return ""
     best = SimpleNamespace(**left.loc[left.gain.idxmax()].to_dict())
     return (
-        f"The largest knob this kernel leaves unturned, measured: {best.knob} ({best.baseline} → "
-        f"{best.variant}), {best.gain:.3g}× at {best.m}×{best.n}×{best.k}."
+        "The largest knob this kernel leaves unturned, measured: "
+        f"{knob_title(best.knob, best.baseline, best.variant)}, {best.gain:.3g}× at "
+        f"{best.m}×{best.n}×{best.k}."
     )
 
 

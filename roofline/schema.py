@@ -117,6 +117,12 @@ class KnobRow(KnobMeasurement):
 KNOB_COLUMNS = [f.name for f in dataclasses.fields(KnobRow) if not f.name.endswith("samples_s")]
 
 
+def knob_title(knob: str, baseline: str, variant: str) -> str:
+    """A knob as the report and the figure name it: its sides only where they say more."""
+    sides = f"{baseline} -> {variant}"
+    return knob if sides == knob else f"{knob}: {sides}"
+
+
 def knob_row(point: KnobMeasurement) -> KnobRow:
     out = KnobRow(**dataclasses.asdict(point))
     if point.status != "measured":

@@ -12,7 +12,7 @@ from roofline.aggregate import knob_metrics, knobs_table
 from roofline.hardware import cpu_info
 from roofline.measure import Target, target_for
 from roofline.report import knob_lines, unturned_sentence
-from roofline.schema import KnobMeasurement, knob_row
+from roofline.schema import KnobMeasurement, knob_row, knob_title
 
 SETTINGS = kn.Settings(seed=0, warmup=1, check_rows=8, rounds=2, min_seconds=0.02, threads=2)
 TINY = OmegaConf.create({"shape": [96, 96, 96], "naive_shape": [32, 32, 32]})
@@ -144,11 +144,12 @@ def test_gains_ladder_metrics_and_the_largest_unturned_knob():
         "cpu": {"1 thread -> every core": pytest.approx(2.0), "float32 -> bfloat16": 2.0}
     }
     lines = knob_lines(table)
-    assert lines[2].startswith("- 1 thread -> every core: base → var: **2×**")
+    assert lines[2].startswith("- 1 thread -> every core: base -> var: **2×**")
     assert "spreads 10% and 10%); the lab kernel turns it" in lines[2]
     assert lines[3].endswith("left unturned by the lab kernel")
     assert lines[-1] == "- naive -> BLAS: skipped: no cc"
     assert unturned_sentence(table) == (
-        "The largest knob this kernel leaves unturned, measured: float32 -> bfloat16 (base → var), "
-        "2× at 2048×2048×2048."
+        "The largest knob this kernel leaves unturned, measured: float32 -> bfloat16: "
+        "base -> var, 2× at 2048×2048×2048."
     )
+    assert knob_title("float32 -> bfloat16", "float32", "bfloat16") == "float32 -> bfloat16"

@@ -374,7 +374,7 @@ def test_a_failed_render_keeps_every_deliverable(story):
     # A broken table stops the plot and the report, and the figures stay.
     (laptop / "experiments/x4-roofline/results.csv").write_text("not,a\ntable,\n")
     code, out = dvc(laptop, "repro", "-s", "plot", hardware=LAPTOP, check=False)
-    assert code != 0 and "does not have the results columns" in out, out
+    assert code != 0 and "does not have the columns aggregate writes" in out, out
     assert {n: b for n, b in deliverables(laptop).items() if n != "results.csv"} == {
         n: b for n, b in before.items() if n != "results.csv"
     }
