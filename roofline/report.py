@@ -129,8 +129,9 @@ def backend_sentences(head: Any, entry: dict[str, Any], rows: pd.DataFrame) -> l
     return out
 
 
-def dtype_sentences(head: Any, rows: pd.DataFrame) -> list[str]:
-    """The other dtypes on the same shape, each through its fastest library."""
+def dtype_sentences(head: Any, rows: pd.DataFrame, knobs_measured: bool = False) -> list[str]:
+    """The other dtypes on the same shape, each through its fastest library; and the fastest
+    of them as the optimisation left, unless the knobs measured what is left."""
     same = same_point(rows, head)
     others = same[same.dtype != head.dtype]
     if others.empty:
@@ -146,7 +147,7 @@ def dtype_sentences(head: Any, rows: pd.DataFrame) -> list[str]:
             f"{r.achieved_tflops / head.achieved_tflops:.2f}× {head.dtype}{mfu}."
         )
     fastest = SimpleNamespace(**best.loc[best.achieved_tflops.idxmax()].to_dict())
-    if fastest.achieved_tflops > head.achieved_tflops:
+    if fastest.achieved_tflops > head.achieved_tflops and not knobs_measured:
         out.append(
             f"The largest measured optimisation left on the table is the {fastest.dtype} path "
             f"({fastest.achieved_tflops / head.achieved_tflops:.2f}× the {head.dtype} kernel), at "
@@ -235,8 +236,11 @@ def forced_sentences(entry: dict[str, Any]) -> list[str]:
     ]
 
 
-def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
-    """What the device's lab kernel reached and why, each sentence from a measured number."""
+def gap_paragraph(
+    name: str, entry: dict[str, Any], rows: pd.DataFrame, knobs: pd.DataFrame | None = None
+) -> str:
+    """What the device's lab kernel reached and why, each sentence from a measured number; with
+    knobs measured, the largest one it leaves unturned."""
     head = headline(rows, entry["kind"])
     if head is None:
         return f"No kernel of {name} was measured: every row is skipped or failed (see the table)."
@@ -245,7 +249,7 @@ def gap_paragraph(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
         mfu_sentence(head),
         intensity_sentence(head, entry),
         *backend_sentences(head, entry, rows),
-        *dtype_sentences(head, rows),
+        *dtype_sentences(head, rows, knobs is not None and (knobs.status == "measured").any()),
         *fma_sentences(head, entry),
         *telemetry_sentences(head, entry),
         *[f"Lab check: {c}." for c in entry.get("lab_checks", [])],
@@ -402,8 +406,7 @@ def device_section(
         f"(measured {entry['measured_at']} at {entry['git_revision'] or 'no git revision'})"
     )
     knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
-    paragraph = " ".join(filter(None, [gap_paragraph(name, entry, lab), unturned_sentence(knobs)]))
-    out = [title, "", paragraph]
+    out = [title, "", gap_paragraph(name, entry, lab, knobs)]
     head = headline(lab, entry["kind"])
     if head is None:
         return out
@@ -470,13 +473,21 @@ def render(rows: pd.DataFrame, manifest: dict[str, Any], knobs: pd.DataFrame | N
     for name in devices:
         entry, own = manifest["devices"][name], knobs[knobs.device == name]
         out += ["", *device_section(name, entry, rows[rows.device == name], own)]
-    if manifest.get("knobs", "none") != "none":
-        out += ["", "![knobs](knobs.png)"]
     if unmeasured:
         listed = ", ".join(f"{n} ({manifest['devices'][n]['sku']})" for n in unmeasured)
         out += [
             "",
-            f"Not measured yet, and shown once a machine that has them runs `uv run dvc repro`: {listed}.",
+            "Not measured yet, and shown once a machine that has them runs `uv run dvc repro`: "
+            f"{listed}.",
+        ]
+    if manifest.get("knobs", "none") != "none":
+        out += [
+            "",
+            "## Knobs",
+            "",
+            "The ladders above, drawn (gain on a log scale):",
+            "",
+            "![knobs](knobs.png)",
         ]
     return "\n".join(out) + "\n"
 
