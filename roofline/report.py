@@ -258,8 +258,9 @@ def gap_paragraph(
             f"{r.dtype} ({r.backend}) {r.status}: {r.reason}."
             for r in rows[rows.status.isin(["skipped", "failed"])].itertuples()
         ],
+        unturned_sentence(knobs) if knobs is not None else "",
     ]
-    return " ".join(parts)
+    return " ".join(part for part in parts if part)
 
 
 def pending_paragraph(name: str, entry: dict[str, Any]) -> str:

@@ -153,3 +153,20 @@ def test_gains_ladder_metrics_and_the_largest_unturned_knob():
         "base -> var, 2× at 2048×2048×2048."
     )
     assert knob_title("float32 -> bfloat16", "float32", "bfloat16") == "float32 -> bfloat16"
+
+
+def test_with_knobs_measured_the_gap_paragraph_cites_the_largest_unturned_one():
+    import json
+
+    from roofline.report import render
+    from tests.test_results import aggregated
+
+    points = [measured_knob("cpu", "float32 -> bfloat16", [1.0], [0.25], False)]
+    knobs = knobs_table({"cpu": {"rows": points}})
+    table, manifest = aggregated(
+        pytest.importorskip("pathlib").Path(__import__("tempfile").mkdtemp())
+    )
+    manifest = json.loads(json.dumps(manifest | {"knobs": "lab"}))
+    text = render(table, manifest, knobs)
+    assert "The largest knob this kernel leaves unturned, measured: float32 -> bfloat16: " in text
+    assert "4× at 2048×2048×2048" in text and "## Knobs" in text
