@@ -1,23 +1,16 @@
 """Stage benchmark: measure a device that is here, record a never-measured one as pending, and
 refuse to touch results measured on hardware that is not here."""
 
-import argparse
-
 from roofline.benchmark import check_disk, measure_device
-from roofline.config import device_config, load_params, measuring
 from roofline.paths import results_path
-from roofline.records import decide, pending_record, points
+from roofline.records import pending_record, points
 from roofline.schema import write_json_atomic
 from stages import run
+from stages.measuring import begin
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
-    name = parser.parse_args(argv).device
-    cfg = load_params()
-    dev = measuring(device_config(cfg, name))
-    decision = decide(name, dev, "benchmark", results_path(name))
+    name, cfg, dev, decision = begin(argv, __doc__, "benchmark", results_path)
     if decision.action == "pending":
         record = pending_record(name, dev)
     else:

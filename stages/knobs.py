@@ -2,26 +2,19 @@
 gain measured in one run; pending for a device never measured, refused for one measured
 elsewhere (the same rules as the benchmark and the sweep)."""
 
-import argparse
-
 from roofline.benchmark import check_disk, run_info, started
-from roofline.config import device_config, load_params, measuring
 from roofline.knobs import Settings, measure_knobs
 from roofline.measure import target_for
 from roofline.paths import knobs_path
 from roofline.progress import say
-from roofline.records import decide, knobs_record
+from roofline.records import knobs_record
 from roofline.schema import write_json_atomic
 from stages import run
+from stages.measuring import begin
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
-    name = parser.parse_args(argv).device
-    cfg = load_params()
-    dev = measuring(device_config(cfg, name))
-    decision = decide(name, dev, "knobs", knobs_path(name))
+    name, cfg, dev, decision = begin(argv, __doc__, "knobs", knobs_path)
     if decision.action == "pending":
         record = knobs_record(name, cfg.knobs.name, "pending")
     elif cfg.knobs.name == "none":

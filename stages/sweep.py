@@ -1,24 +1,17 @@
 """Stage sweep: the selected sweep's shapes on a device that is here (nothing for sweep=none),
 pending for a device never measured, refused for one measured elsewhere."""
 
-import argparse
-
 from roofline.benchmark import check_disk
-from roofline.config import device_config, load_params, measuring
 from roofline.paths import sweep_path
-from roofline.records import decide, sweep_record
+from roofline.records import sweep_record
 from roofline.schema import write_json_atomic
 from roofline.sweep import measure_sweep, sweep_shapes
 from stages import run
+from stages.measuring import begin
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
-    name = parser.parse_args(argv).device
-    cfg = load_params()
-    dev = measuring(device_config(cfg, name))
-    decision = decide(name, dev, "sweep", sweep_path(name))
+    name, cfg, dev, decision = begin(argv, __doc__, "sweep", sweep_path)
     if decision.action == "pending":
         record = sweep_record(name, cfg.sweep.name, "pending")
     elif cfg.sweep.name == "none":
