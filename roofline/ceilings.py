@@ -11,6 +11,7 @@ import pandas as pd
 from roofline.arithmetic import matmul_bytes, matmul_flops
 from roofline.dtypes import LAB_DTYPE
 from roofline.errors import SchemaError
+from roofline.interpret import assumed_clock_mhz
 from roofline.schema import CSV_COLUMNS, KNOB_COLUMNS
 
 REMAKE = "remake it from the recorded results: `uv run dvc repro --force -s aggregate`"
@@ -204,14 +205,18 @@ def clock_step(
     if kind != "cuda" or pd.isna(head.sm_clock_mhz):
         why = "not measured (no NVML telemetry)" if kind == "cuda" else "not measured"
         return step(name, None, why)
-    if not peak_clock_mhz:
+    max_mhz = None if pd.isna(head.sm_clock_max_mhz) else head.sm_clock_max_mhz
+    assumed = assumed_clock_mhz(head.dtype, peak_clock_mhz, max_mhz)
+    if not assumed:
         return step(name, None, "the clock the datasheet peak assumes is not set (peak_clock_mhz)")
-    ratio = head.sm_clock_mhz / peak_clock_mhz
+    ratio = head.sm_clock_mhz / assumed
     note = (
-        f"{head.sm_clock_mhz:.0f} MHz in the timed window against the {peak_clock_mhz:.0f} MHz "
+        f"{head.sm_clock_mhz:.0f} MHz in the timed window against the {assumed:.0f} MHz "
         f"the datasheet peak assumes ({ratio:.1%})"
     )
-    return step(name, head.peak_tflops * ratio, note)
+    if ratio > 1:  # boosting past it raises no ceiling: the dense peak is the definition
+        note += "; above it, so the dense peak stays the ceiling"
+    return step(name, head.peak_tflops * min(ratio, 1.0), note)
 
 
 def is_itself(head: Any, ceiling: dict[str, Any]) -> bool:

@@ -1,28 +1,40 @@
 """The short GPU suite behind scripts/gpu-check: on each GPU here, every GPU dtype at 8192^3,
-the copy ceiling and NVML telemetry, printed as a table, then the lab's GPU knobs as a ladder
-of gains; written as JSON.
+the copy ceiling and NVML telemetry, printed as a table; the harness's float16 figure beside
+triton's do_bench and a bare loop between two events (the timing checking itself); then the
+lab's GPU knobs as a ladder of gains; written as JSON.
 
 It needs torch, nvidia-ml-py and PyYAML only (no dvc, hydra or omegaconf), so it runs under a
 GPU image's own Python, and it measures with the same functions as the pipeline's benchmark.
 
-    python -m roofline.gpu_suite [--out FILE] [--size N] [--min-seconds S]
+    python -m roofline.gpu_suite [--out FILE] [--size N] [--min-seconds S] [--no-knobs]
 """
 
 import argparse
+import itertools
 import json
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import yaml
 
+from roofline import arithmetic as ar
 from roofline.dtypes import NAMES
 from roofline.errors import HardwareError, run
 from roofline.hardware import find_device, gpu_info, identity
 from roofline.interpret import interpret, lab_checks
+from roofline.kernels import prepare_matmul
 from roofline.knobs import Settings, measure_knobs
-from roofline.measure import describe, gpu_target, measure_memory_ceiling, measure_point
+from roofline.measure import (
+    CALL_ERRORS,
+    Target,
+    describe,
+    gpu_target,
+    measure_memory_ceiling,
+    measure_point,
+    raised,
+)
 from roofline.schema import KnobMeasurement, knob_row
 
 SUITE_DTYPES = NAMES  # every dtype of the registry runs on a GPU
@@ -74,15 +86,30 @@ def table(rows: list[dict[str, Any]], peak_clock_mhz: float | None = None) -> st
     return "\n".join(lines)
 
 
-def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: SimpleNamespace) -> dict:
+@dataclass
+class Bench:
+    """What every point of the suite shares (the pipeline's `bench`, fixed here)."""
+
+    min_seconds: float = 1.0
+    seed: int = 0
+    warmup: int = 3
+    warmup_seconds: float = 1.0
+    repeats: int = 10
+    check_rows: int = 16
+
+
+def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: Bench, knobs: bool) -> dict:
     name, dev = match(gpu, devices)
+    mig = f", a MIG slice of {gpu['mig_parent']}" if gpu.get("mig_parent") else ""
     print(
-        f"\n{gpu['name']}: recognised as {name} ({dev.get('sku', 'no device file')}); "
+        f"\n{gpu['name']}: recognised as {name} ({dev.get('sku', 'no device file')}){mig}; "
         f"sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs, driver {gpu.get('driver')}, "
         f"CUDA {gpu.get('cuda')}, cuBLASLt {gpu.get('cublaslt')}, power limit "
         f"{gpu.get('power_limit_w')} W",
         flush=True,
     )
+    if gpu.get("nvml_error"):
+        print(f"NVML: {gpu['nvml_error']}")
     target = gpu_target(gpu, print)
     points = []
     for dtype in SUITE_DTYPES:
@@ -104,12 +131,14 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: SimpleNamespac
     rows = [asdict(r) for r in rows]
     print(
         f"\n{table(rows, dev.get('peak_clock_mhz'))}\n"
+        "float8 rows use exact accumulation (use_fast_accum=False); the knobs measure fast.\n"
         f"copy 1 GiB device-to-device: {copy_tbps:.2f} TB/s (read + write, median, spread "
         f"{copy['spread']:.1%})"
     )
     for line in checks:
         print(f"lab check: {line}")
-    knobs = run_knobs(name, target, gpu, bench) if bench.knobs else []
+    timing = timing_check(target, size, bench, fp16.median_s if fp16 else None)
+    knob_rows = run_knobs(name, target, gpu, bench, size) if knobs else []
     return {
         "device": name,
         "gpu": gpu,
@@ -117,8 +146,72 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: SimpleNamespac
         "rows": rows,
         "copy": {**copy, "tbps": copy_tbps},
         "lab_checks": checks,
-        "knobs": knobs,
+        "timing_check": timing,
+        "knobs": knob_rows,
     }
+
+
+def do_bench_seconds(call: Any) -> float | str:
+    """The median seconds of `call` through triton's do_bench (L2 flushed between calls), or
+    why it could not run here."""
+    try:
+        from triton.testing import do_bench
+    except ImportError as err:
+        return f"absent (triton is not importable: {err})"
+    try:
+        return do_bench(call, warmup=100, rep=1000, return_mode="median") / 1e3
+    except Exception as err:  # no triton driver for this GPU (or no GPU: the stand-in)
+        return f"absent (do_bench could not run here: {raised(err)})"
+
+
+def timing_check(target: Target, size: int, bench: Bench, harness_s: float | None) -> dict:
+    """The harness's float16 median beside do_bench's and a bare loop's (calls back to back
+    between one pair of events), measured in the same run: three ways that agree within 2%
+    are the evidence that the timing is right."""
+    out: dict[str, Any] = {"harness_s": harness_s}
+    if harness_s is None:
+        print("timing check: float16 was not measured, nothing to compare")
+        return out
+    try:
+        ready = prepare_matmul(
+            size,
+            size,
+            size,
+            "float16",
+            target.device,
+            seed=bench.seed,
+            check_rows=bench.check_rows,
+            cache_bytes=target.cache_bytes,
+        )
+        turn = itertools.count()
+        out["do_bench_s"] = do_bench_seconds(lambda: ready.call(next(turn)))
+        calls = max(1, round(bench.min_seconds / harness_s))
+        loop = lambda _: [ready.call(i) for i in range(calls)]  # noqa: E731
+        timer = target.kind.timer()
+        timer.times(loop, 0, 1)  # warm
+        out["bare_loop_s"] = timer.times(loop, 0, 1)[0] / calls
+    except CALL_ERRORS as err:
+        out["error"] = raised(err)
+    flops = ar.matmul_flops(size, size, size)
+    lines = [f"timing check, float16 {size}^3 ({target.kind.timer().name}):"]
+    for key, what in (
+        ("harness_s", "harness (the benchmark's figure)"),
+        ("do_bench_s", "triton do_bench"),
+        ("bare_loop_s", "bare loop, 2 events"),
+    ):
+        value = out.get(key)
+        if isinstance(value, float):
+            rate = f"  {what:<34}{ar.tflops(flops, value):>9.4g} TFLOP/s"
+            if key != "harness_s":
+                out[key.replace("_s", "_ratio")] = harness_s / value
+                rate += f"  harness/this {harness_s / value:.3f}"
+            lines.append(rate)
+        elif value is not None:
+            lines.append(f"  {what:<34}{value}")
+    if "error" in out:
+        lines.append(f"  failed: {out['error']}")
+    print("\n".join(lines), flush=True)
+    return out
 
 
 def ladder(rows: list[dict[str, Any]]) -> str:
@@ -136,15 +229,18 @@ def ladder(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def run_knobs(name: str, target: Any, gpu: dict[str, Any], bench: SimpleNamespace) -> list[dict]:
-    """The lab's GPU knobs (conf/knobs/lab.yaml), each a gain measured in one run."""
+def run_knobs(name: str, target: Any, gpu: dict[str, Any], bench: Bench, size: int) -> list[dict]:
+    """The lab's GPU knobs (conf/knobs/lab.yaml, the dtype ladder at the suite's size), each a
+    gain measured in one run."""
     config = yaml.safe_load(Path("conf/knobs/lab.yaml").read_text())
+    config["cuda"]["shape"] = [size] * 3
     settings = Settings(
         seed=bench.seed,
         warmup=bench.warmup,
         check_rows=bench.check_rows,
         rounds=config["rounds"],
         min_seconds=config["min_seconds"],
+        warmup_seconds=bench.warmup_seconds,
     )
     print("\nknobs (gain = variant / baseline, both sides interleaved in one run):", flush=True)
     rows, _ = measure_knobs(
@@ -172,6 +268,12 @@ def main(argv: list[str] | None = None) -> None:
         default=1.0,
         help="sustained timed window per point (default 1)",
     )
+    parser.add_argument(
+        "--warmup-seconds",
+        type=float,
+        default=1.0,
+        help="warm-up by time before each point, clocks settling (default 1)",
+    )
     args = parser.parse_args(argv)
     gpus = gpu_info()
     if not gpus:
@@ -180,17 +282,10 @@ def main(argv: list[str] | None = None) -> None:
     if not chosen:
         known = ", ".join(str(g["index"]) for g in gpus)
         raise HardwareError(f"--gpu {args.gpu}: no such GPU; this machine has {known}")
-    bench = SimpleNamespace(
-        seed=0,
-        warmup=3,
-        warmup_seconds=1.0,
-        repeats=10,
-        check_rows=16,
-        min_seconds=args.min_seconds,
-    )
+    bench = Bench(min_seconds=args.min_seconds, warmup_seconds=args.warmup_seconds)
     results = []
     for gpu in chosen:  # each GPU's results written as soon as it is measured
-        results.append(run_gpu(gpu, device_files(), args.size, bench))
+        results.append(run_gpu(gpu, device_files(), args.size, bench, knobs=not args.no_knobs))
         if args.out:
             args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
 

@@ -6,7 +6,6 @@ play a pod, and a user can preview what `dvc repro` would do on another machine.
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import platform
@@ -14,6 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roofline import kinds
 from roofline.dtypes import CPU_FLAGS
 from roofline.errors import HardwareError
 
@@ -96,12 +96,15 @@ def cpu_info(facts: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-def gpu_count() -> int:
-    """NVIDIA GPUs the driver reports. No driver means no NVML library and so no CUDA GPU;
-    asking NVML first keeps a CPU machine's probe from importing torch (seconds)."""
+def gpu_count() -> int | None:
+    """NVIDIA GPUs the driver reports; None when nvidia-ml-py is not installed (then only torch
+    can tell). No driver means no NVML library and so no CUDA GPU; asking NVML first keeps a
+    CPU machine's probe from importing torch (seconds)."""
     try:
         import pynvml
-
+    except ImportError:
+        return None
+    try:
         pynvml.nvmlInit()
         return pynvml.nvmlDeviceGetCount()
     except Exception:
@@ -156,36 +159,16 @@ def gpu_info() -> list[dict[str, Any]]:
     count = gpu_count()
     if count == 0:
         return []
-    import warnings
-
-    import torch
-
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        available = torch.cuda.is_available()
+    available, said = kinds.cuda_available()
     if not available:
-        said = " ".join(str(w.message).strip() for w in caught)
+        if count is None:  # no NVML to ask, and torch sees no GPU: there is none to use
+            return []
+        import torch
+
         raise HardwareError(
             driver_problem(count, torch.__version__, torch.version.cuda, nvml_driver(), said)
         )
-    gpus = []
-    for index in range(torch.cuda.device_count()):
-        props = torch.cuda.get_device_properties(index)
-        gpus.append(
-            {
-                "index": index,
-                "name": props.name,
-                "compute_capability": f"{props.major}.{props.minor}",
-                "sm_count": props.multi_processor_count,
-                "memory_bytes": props.total_memory,
-                "l2_bytes": getattr(props, "L2_cache_size", None),
-                "uuid": f"GPU-{props.uuid}" if getattr(props, "uuid", None) else None,
-                "cuda": torch.version.cuda,
-                "cublaslt": cublaslt_version(),
-                **_nvml_info(index),
-            }
-        )
-    return gpus
+    return kinds.cuda_gpus()
 
 
 def apple_gpus(cpu: dict[str, Any]) -> list[dict[str, Any]]:
@@ -198,32 +181,6 @@ def apple_gpus(cpu: dict[str, Any]) -> list[dict[str, Any]]:
     if not torch.backends.mps.is_available():
         return []
     return [{"name": f"{cpu['model']} GPU", "memory_bytes": cpu["memory_bytes"]}]
-
-
-def cublaslt_version() -> int | None:
-    """cublasLtGetVersion() of the cuBLASLt that torch loaded (e.g. 130401), or None."""
-    for soname in ("libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11"):
-        try:
-            return int(ctypes.CDLL(soname).cublasLtGetVersion())
-        except (OSError, AttributeError):
-            continue
-    return None
-
-
-def _nvml_info(index: int) -> dict[str, Any]:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        return {
-            "driver": pynvml.nvmlSystemGetDriverVersion(),
-            "power_limit_w": pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000,
-            "max_sm_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
-            "max_mem_clock_mhz": pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_MEM),
-        }
-    except Exception as err:  # NVML missing or refusing: keep what torch told us
-        return {"nvml_error": str(err)}
 
 
 # What a hardware description needs, per part: key -> (type, what is allowed).

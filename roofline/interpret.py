@@ -15,6 +15,15 @@ from roofline.schema import Measurement, Row, row
 LAB_CAUSES = "no warm-up, no synchronisation, a wrong FLOP count, or throttled clocks"
 
 
+def assumed_clock_mhz(
+    dtype: str, peak_clock_mhz: float | None, max_clock_mhz: float | None
+) -> float | None:
+    """The SM clock a GPU's datasheet peak for `dtype` assumes: the tensor-core figures the
+    clock set in conf (`peak_clock_mhz`, e.g. H100 SXM 1830 MHz); float32's, on CUDA cores, the
+    maximum boost clock NVML reports (H100 SXM: 132 SMs x 256 FLOP x 1980 MHz = 66.9 TFLOP/s)."""
+    return max_clock_mhz if dtype == "float32" else peak_clock_mhz
+
+
 def peaks(dev: Any, record: dict[str, Any]) -> dict[str, tuple[float, str]]:
     """Dense peak TFLOP/s and where it comes from, per dtype: `peak_tflops` in the device's conf
     (a GPU's datasheet); on a CPU, for dtypes without one, cores x clock x FLOP per cycle of the

@@ -1,6 +1,6 @@
 """The measured kernels: a dense matmul (checked, then timed) and a large copy.
 
-Device-agnostic: the same code runs on "cpu" and "cuda"; only the Timer differs."""
+Device-agnostic: the same code runs on every kind of device (roofline.kinds)."""
 
 import contextlib
 from collections.abc import Callable, Iterator
@@ -12,7 +12,8 @@ import torch
 from roofline import backends
 from roofline.arithmetic import buffer_sets, matmul_bytes, summarize
 from roofline.dtypes import DTYPES
-from roofline.timing import Timer, sample
+from roofline.kinds import Kind
+from roofline.timing import sample
 
 # Operand sets to rotate through at most (tiny shapes against a large cache).
 MAX_SETS = 4096
@@ -123,22 +124,6 @@ def check_product(
 GRAPH_BELOW_S = 100e-6
 
 
-def graphed(call: Callable[[int], object], sets: int) -> Callable[[int], object]:
-    """One CUDA graph of `sets` calls (one per operand set), replayed whole: the launch cost is
-    paid once for all of them."""
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):  # warm up on a side stream before capture, as torch asks
-        for i in range(sets):
-            call(i)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(sets):
-            call(i)
-    return lambda _: graph.replay()
-
-
 @dataclass
 class Prepared:
     """A matmul ready to time: its operands made and its product checked against float64.
@@ -188,8 +173,7 @@ def measure_matmul(
     n: int,
     k: int,
     dtype: str,
-    device: str,
-    timer: Timer,
+    kind: Kind,
     *,
     seed: int,
     warmup: int,
@@ -201,29 +185,34 @@ def measure_matmul(
     monitor: Callable[[], Any] | None = None,
     backend: str = "torch",
 ) -> Point:
-    """Check C = A @ B, then time it (on a GPU, from a CUDA graph too where that measures a
-    short call better). Raises WrongResult instead of timing a kernel whose output is wrong."""
+    """Check C = A @ B, then time it on `kind`'s timer (from a CUDA graph too where that
+    measures a short call better). Raises WrongResult instead of timing a kernel whose output
+    is wrong."""
     ready = prepare_matmul(
         m,
         n,
         k,
         dtype,
-        device,
+        kind.tensors(),
         seed=seed,
         check_rows=check_rows,
         cache_bytes=cache_bytes,
         backend=backend,
     )
-    timing = dict(timer=timer, warmup=warmup, repeats=repeats, min_seconds=min_seconds)
+    timer = kind.timer()
+    timing = dict(
+        timer=timer,
+        warmup=warmup,
+        repeats=repeats,
+        min_seconds=min_seconds,
+        warmup_seconds=warmup_seconds,
+        window=monitor,
+    )
     with float32_math(dtype):
-        samples, window = sample(
-            ready.call, **timing, warmup_seconds=warmup_seconds, window=monitor
-        )
+        samples, window = sample(ready.call, **timing)
         how = timer.name
-        if device.startswith("cuda") and summarize(samples)["median_s"] < GRAPH_BELOW_S:
-            replays, graph_window = sample(
-                graphed(ready.call, ready.sets), **timing, window=monitor
-            )
+        if kind.graphs and summarize(samples)["median_s"] < GRAPH_BELOW_S:
+            replays, graph_window = sample(kind.graph(ready.call, ready.sets), **timing)
             per_call = [t / ready.sets for t in replays]
             if summarize(per_call)["median_s"] < summarize(samples)["median_s"]:
                 samples, window = per_call, graph_window
@@ -235,16 +224,18 @@ def measure_matmul(
 
 def measure_copy(
     nbytes: int,
-    device: str,
-    timer: Timer,
+    kind: Kind,
     *,
     seed: int,
     warmup: int,
     repeats: int,
     min_seconds: float = 0.0,
+    warmup_seconds: float = 0.0,
 ) -> list[float]:
     """Time dst.copy_(src) for a buffer of `nbytes`; it reads and writes nbytes each."""
+    device = kind.tensors()
     gen = torch.Generator(device=device).manual_seed(seed)
     src = torch.randn(nbytes // 4, device=device, generator=gen)
     dst = torch.empty_like(src)
-    return sample(lambda i: dst.copy_(src), timer, warmup, repeats, min_seconds)[0]
+    work = lambda i: dst.copy_(src)  # noqa: E731
+    return sample(work, kind.timer(), warmup, repeats, min_seconds, warmup_seconds)[0]

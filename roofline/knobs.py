@@ -25,22 +25,12 @@ from typing import Any
 import torch
 
 from roofline import arithmetic as ar
-from roofline.kernels import (
-    Prepared,
-    WrongResult,
-    float32_math,
-    graphed,
-    prepare_matmul,
-    unsupported_reason,
-)
-from roofline.measure import Target, native_cpu_dtypes
+from roofline.kernels import Prepared, WrongResult, float32_math, prepare_matmul, unsupported_reason
+from roofline.kinds import Unavailable
+from roofline.measure import CALL_ERRORS, Target, native_cpu_dtypes, raised
 from roofline.peakflops import naive_matmul
 from roofline.schema import KnobMeasurement
-from roofline.timing import Timer, sample, timer_for
-
-
-class Unavailable(Exception):
-    """This device cannot turn this knob: the reason is the message."""
+from roofline.timing import Timer, sample
 
 
 @dataclass
@@ -76,6 +66,7 @@ class Settings:
     rounds: int
     min_seconds: float
     threads: int = 1  # a CPU's cores, for a side measured in a process of its own
+    warmup_seconds: float = 0.0  # each side's first round warms up this long, as the benchmark
 
 
 def in_process(
@@ -90,9 +81,15 @@ def in_process(
     that stands for `per_call` calls (a CUDA graph's replay) is divided by them."""
 
     def measure(seconds: float, first: bool) -> list[float]:
+        warmup, warmup_seconds = (s.warmup, s.warmup_seconds) if first else (1, 0.0)
         with around():
             samples, _ = sample(
-                prepared.call, timer, s.warmup if first else 1, repeats=1, min_seconds=seconds
+                prepared.call,
+                timer,
+                warmup,
+                repeats=1,
+                min_seconds=seconds,
+                warmup_seconds=warmup_seconds,
             )
         return [t / per_call for t in samples]
 
@@ -125,7 +122,7 @@ def threads(count: int) -> Iterator[None]:
 
 def cpu_knobs(target: Target, found: dict[str, Any], config: Any, s: Settings) -> list[Knob]:
     shape, small = list(config.shape), list(config.naive_shape)
-    cores, timer = found["logical_cores"], timer_for("cpu")
+    cores, timer = found["logical_cores"], target.kind.timer()
     native = native_cpu_dtypes(set(found["isa"]))
 
     def side(label: str, dtype: str, size: list[int], **options: Any) -> Side:
@@ -179,34 +176,18 @@ def cpu_knobs(target: Target, found: dict[str, Any], config: Any, s: Settings) -
     ]
 
 
-def tunable(enabled: bool, results: Path) -> Callable[[], contextlib.AbstractContextManager]:
-    """TunableOp on (searching cuBLASLt's solutions, its results written to `results`) or off."""
-
-    @contextlib.contextmanager
-    def switch() -> Iterator[None]:
-        tuning = torch.cuda.tunable
-        tuning.set_filename(str(results))
-        tuning.enable(enabled)
-        tuning.tuning_enable(enabled)
-        try:
-            yield
-        finally:
-            tuning.enable(False)
-            if enabled:
-                tuning.write_file()
-
-    return switch
-
-
 def gpu_knobs(
     target: Target, found: dict[str, Any], config: Any, s: Settings, tuning: Path
 ) -> list[Knob]:
     shape, small, l2 = list(config.shape), list(config.small_shape), list(config.l2_shape)
-    capability, timer = found.get("compute_capability"), timer_for("cuda")
+    kind, capability = target.kind, found.get("compute_capability")
+    timer = kind.timer()
 
     def side(label: str, dtype: str, size: list[int], **options: Any) -> Side:
         around = options.pop("around", lambda: float32_math(dtype))
-        return in_process(label, matmul(target, dtype, size, s, **options), timer, s, around)
+        with around():  # checked as it is timed: under the same switch
+            prepared = matmul(target, dtype, size, s, **options)
+        return in_process(label, prepared, timer, s, around)
 
     def needs(dtype: str, size: list[int]) -> None:
         reason = unsupported_reason(dtype, "cuda", None, capability, size)
@@ -229,26 +210,57 @@ def gpu_knobs(
         )
 
     def tunable_op() -> tuple[Side, Side]:
-        if not hasattr(torch.cuda, "tunable"):
-            raise Unavailable(f"this torch ({torch.__version__}) has no TunableOp")
-        return (
-            side("cuBLASLt's heuristic", "float16", shape, around=tunable(False, tuning)),
-            side("TunableOp's search", "float16", shape, around=tunable(True, tuning)),
+        heuristic = side(
+            "cuBLASLt's heuristic", "float16", shape, around=lambda: kind.tunable(False, tuning)
         )
+        tuned = side(
+            "TunableOp's search", "float16", shape, around=lambda: kind.tunable(True, tuning)
+        )
+        found = kind.tuned_solutions()
+        if not [name for name in found if name != "Default"]:
+            # CUDA builds of torch register only cuBLAS's own call ("Default"): the two sides
+            # would be the same kernel, and a ~1.0x would read as a knob that does nothing.
+            raise Unavailable(
+                f"TunableOp offers only the 'Default' solution on this build (it found "
+                f"{found or 'none'}): there is nothing to tune; it searches solutions on ROCm"
+            )
+        return heuristic, tuned
 
     def graph() -> tuple[Side, Side]:
         eager = matmul(target, "float16", small, s)
-        replay = Prepared(graphed(eager.call, eager.sets), eager.check_error, 1)
+        replay = Prepared(kind.graph(eager.call, eager.sets), eager.check_error, 1)
         return in_process("eager", eager, timer, s), in_process(
             "CUDA graph", replay, timer, s, per_call=eager.sets
         )
 
     def residency() -> tuple[Side, Side]:
+        # A memory-bound shape whose operands fit in L2: rotated over sets that do not, its
+        # operands come from memory; one set stays in L2. Both sides replayed from CUDA graphs
+        # of the same number of calls, so launch cost is in neither.
+        needs_l2 = ar.matmul_bytes(*l2, "float16")
+        if not target.cache_bytes or 2 * needs_l2 > target.cache_bytes:
+            raise Unavailable(
+                f"{l2} in float16 ({needs_l2 / 2**20:.1f} MiB) does not fit twice in this "
+                f"GPU's L2 ({(target.cache_bytes or 0) / 2**20:.0f} MiB)"
+            )
         rotated = matmul(target, "float16", l2, s)
-        if rotated.sets == 1:
-            raise Unavailable(f"{l2} does not fit in this GPU's L2: there is nothing to rotate")
-        return in_process(f"rotated over {rotated.sets} sets", rotated, timer, s), side(
-            "resident in L2", "float16", l2, sets=1
+        resident = matmul(target, "float16", l2, s, sets=1)
+        calls = rotated.sets
+        return (
+            in_process(
+                f"rotated over {calls} sets",
+                Prepared(kind.graph(rotated.call, calls), rotated.check_error, 1),
+                timer,
+                s,
+                per_call=calls,
+            ),
+            in_process(
+                "resident in L2",
+                Prepared(kind.graph(resident.call, calls), resident.check_error, 1),
+                timer,
+                s,
+                per_call=calls,
+            ),
         )
 
     return [
@@ -297,24 +309,31 @@ def measure_knob(name: str, knob: Knob, s: Settings) -> KnobMeasurement:
     except WrongResult as err:
         point.status, point.reason = "failed", f"wrong result, not timed: {err}"
         return point
+    except CALL_ERRORS as err:  # one knob's library refusing ends that knob, not the ladder
+        point.status, point.reason = "failed", f"the call raised: {raised(err)}"
+        return point
     point.baseline, point.variant = baseline.label, variant.label
     point.baseline_check_error, point.variant_check_error = (
         baseline.check_error,
         variant.check_error,
     )
     seconds = s.min_seconds / s.rounds
-    for round_ in range(s.rounds):
-        point.baseline_samples_s += baseline.measure(seconds, round_ == 0)
-        point.variant_samples_s += variant.measure(seconds, round_ == 0)
+    try:
+        for round_ in range(s.rounds):
+            point.baseline_samples_s += baseline.measure(seconds, round_ == 0)
+            point.variant_samples_s += variant.measure(seconds, round_ == 0)
+    except CALL_ERRORS as err:
+        point.status, point.reason = "failed", f"the call raised: {raised(err)}"
+        point.baseline_samples_s, point.variant_samples_s = [], []
     return point
 
 
 def knobs_for(
     target: Target, found: dict[str, Any], config: Any, s: Settings, tuning: Path
 ) -> list[Knob]:
-    if target.kind == "cpu":
+    if target.kind.name == "cpu":
         return cpu_knobs(target, found, config.cpu, s)
-    if target.kind == "cuda":
+    if target.kind.name == "cuda":
         return gpu_knobs(target, found, config.cuda, s, tuning)
     return []
 

@@ -3,10 +3,10 @@
 import torch
 
 from roofline import arithmetic as ar
+from roofline import kinds
 from roofline.dtypes import DTYPES
 from roofline.hardware import cpu_info
 from roofline.kernels import measure_matmul, torch_dtype
-from roofline.timing import timer_for
 
 # torch dtype -> the registry's name; tf32 is a math mode of float32, not a torch dtype.
 DTYPE_NAMES = {torch_dtype(name): name for name, d in DTYPES.items() if not d.tf32}
@@ -27,12 +27,13 @@ def bench_matmul(
     float32 means IEEE float32: TF32 tensor cores are not allowed."""
     if dtype not in DTYPE_NAMES:
         raise ValueError(f"dtype {dtype}; allowed: {', '.join(map(str, DTYPE_NAMES))}")
-    kind = torch.device(device).type
-    if kind == "cuda":
-        cache = torch.cuda.get_device_properties(device).L2_cache_size
+    where = torch.device(device)
+    if where.type == "cuda":
+        index = where.index or 0
+        kind, cache = kinds.Cuda(index), kinds.l2_bytes(index)
     else:
         cpu = cpu_info()
-        cache = cpu["cache_bytes"]
+        kind, cache = kinds.make(where.type), cpu["cache_bytes"]
         torch.set_num_threads(cpu["logical_cores"])
     name = DTYPE_NAMES[dtype]
     point = measure_matmul(
@@ -40,8 +41,7 @@ def bench_matmul(
         N,
         K,
         name,
-        device,
-        timer_for(kind),
+        kind,
         seed=0,
         warmup=warmup,
         repeats=iters,

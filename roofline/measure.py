@@ -11,29 +11,31 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from threadpoolctl import threadpool_limits
 
 from roofline import arithmetic as ar
-from roofline import backends, telemetry
+from roofline import backends, kinds, telemetry
 from roofline.dtypes import DTYPES
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from roofline.schema import Measurement, empty, measurement, row
-from roofline.timing import timer_for
 
 
 @dataclass
 class Target:
-    """Where the kernels run, and what is known of it before they do."""
+    """Where the kernels run (a kind of device), and what is known of it before they do."""
 
-    device: str  # torch device string
+    kind: kinds.Kind
     cache_bytes: int | None  # last-level cache (CPU) or L2 (GPU), for buffer rotation
     memory_bytes: int
     native: set[str] | None  # CPU dtypes with native hardware support
-    monitor: Callable[[], Any] | None = None  # NVML sampler for the timed window (GPUs)
 
     @property
-    def kind(self) -> str:
-        return self.device.split(":")[0]
+    def device(self) -> str:
+        """The torch device its tensors live on."""
+        return self.kind.tensors()
+
+    @property
+    def monitor(self) -> Callable[[], Any] | None:
+        return self.kind.monitor()
 
 
 def native_cpu_dtypes(flags: set[str]) -> set[str]:
@@ -46,28 +48,35 @@ def native_cpu_dtypes(flags: set[str]) -> set[str]:
 def cpu_target(found: dict[str, Any]) -> Target:
     # Every core, for every library: torch.utils.benchmark would use one thread, and numpy's
     # BLAS follows its own environment variables.
+    from threadpoolctl import threadpool_limits  # the CPU's only: a GPU image may lack it
+
     torch.set_num_threads(found["logical_cores"])
     threadpool_limits(limits=found["logical_cores"], user_api="blas")
     native = native_cpu_dtypes(set(found["isa"]))
-    return Target("cpu", found.get("cache_bytes"), found["memory_bytes"], native)
+    return Target(kinds.Kind(), found.get("cache_bytes"), found["memory_bytes"], native)
 
 
 def gpu_target(found: dict[str, Any], log: Callable[[str], None]) -> Target:
-    device = f"cuda:{found['index']}"
-    torch.cuda.set_device(device)
-    try:
-        handle = telemetry.nvml_handle(found["index"], found.get("uuid"))
-        monitor = lambda: telemetry.Sampler(handle)  # noqa: E731
-    except Exception as err:  # measure anyway; the report then says telemetry is missing
-        log(f"no NVML telemetry: {err}")
-        monitor = None
-    return Target(device, found.get("l2_bytes"), found["memory_bytes"], None, monitor)
+    kind = kinds.Cuda(found["index"], found.get("uuid"))
+    if kind.telemetry_error:
+        log(kind.telemetry_error)
+    return Target(kind, found.get("l2_bytes"), found["memory_bytes"], None)
 
 
 def target_for(kind: str, found: dict[str, Any], log: Callable[[str], None]) -> Target:
-    if kind == "mps":  # no telemetry API, no cache size to rotate past: unified memory
-        return Target("mps", None, found["memory_bytes"], None)
+    if kind == "mps":  # no cache size to rotate past: unified memory
+        return Target(kinds.Mps(), None, found["memory_bytes"], None)
     return cpu_target(found) if kind == "cpu" else gpu_target(found, log)
+
+
+# What a failing library call raises, and is recorded as the point's failure, not the stage's.
+CALL_ERRORS = (RuntimeError, AttributeError, TypeError, NotImplementedError)
+
+
+def raised(err: BaseException) -> str:
+    """An exception in one line of a row's reason."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
 
 
 def measure_point(
@@ -80,8 +89,8 @@ def measure_point(
     backend: str = "torch",
 ) -> Measurement:
     """One (dtype, shape, backend): skipped, failed (wrong result, never timed) or measured."""
-    skip = backends.unsupported(backend, dtype, target.kind) or unsupported_reason(
-        dtype, target.kind, target.native, found.get("compute_capability"), shape
+    skip = backends.unsupported(backend, dtype, target.kind.name) or unsupported_reason(
+        dtype, target.kind.name, target.native, found.get("compute_capability"), shape
     )
     if skip:
         return empty(name, dtype, shape, "skipped", skip, backend)
@@ -89,8 +98,7 @@ def measure_point(
         point = measure_matmul(
             *shape,
             dtype,
-            target.device,
-            timer_for(target.kind),
+            target.kind,
             seed=bench.seed,
             warmup=bench.warmup,
             repeats=bench.repeats,
@@ -103,6 +111,12 @@ def measure_point(
         )
     except WrongResult as err:
         return empty(name, dtype, shape, "failed", f"wrong result, not timed: {err}", backend)
+    except CALL_ERRORS as err:
+        # A library that refuses this dtype here (cuBLAS, a scaled-matmul API that differs on
+        # this torch) fails this point only: the others are still measured and recorded.
+        if isinstance(err, torch.OutOfMemoryError):
+            raise
+        return empty(name, dtype, shape, "failed", f"the call raised: {raised(err)}", backend)
     summary = telemetry.summarize(point.window, found.get("max_sm_clock_mhz"))
     return measurement(
         name, dtype, shape, point.samples, point.check_error, summary, backend, point.timing
@@ -129,12 +143,12 @@ def measure_memory_ceiling(target: Target, bench: Any, nbytes: int) -> dict[str,
     memory-bandwidth ceiling, with every sample."""
     samples = measure_copy(
         nbytes,
-        target.device,
-        timer_for(target.kind),
+        target.kind,
         seed=bench.seed,
         warmup=bench.warmup,
         repeats=bench.repeats,
         min_seconds=bench.min_seconds,
+        warmup_seconds=getattr(bench, "warmup_seconds", 0.0),
     )
     stats = ar.summarize(samples)
     return {

@@ -45,6 +45,7 @@ class Measurement:
     sm_clock_max_mhz: float | None = None
     power_w: float | None = None
     energy_j: float | None = None  # the driver's energy counter over the timed window
+    power_source: str = ""  # the energy counter, or the mean reading where it is unsupported
     temperature_max_c: float | None = None
     throttle_reasons: str = ""  # clock-event reasons seen, idleness left out
     other_processes: str = ""  # other processes computing on the GPU during the window
@@ -184,6 +185,7 @@ def measurement(
         point.sm_clock_max_mhz = telemetry["sm_clock_max_mhz"]
         point.power_w = telemetry["power_w"]
         point.energy_j = telemetry.get("energy_j")
+        point.power_source = telemetry.get("power_source", "")
         point.temperature_max_c = telemetry["temperature_max_c"]
         point.throttle_reasons = "+".join(telemetry["throttle_reasons"])
         point.other_processes = "; ".join(telemetry.get("other_processes", []))

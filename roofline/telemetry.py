@@ -31,18 +31,65 @@ def reason_names(mask: int) -> list[str]:
     return [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit and bit != IDLE]
 
 
-def nvml_handle(index: int, uuid: str | None = None):
-    """The NVML handle of a GPU: by its UUID (CUDA_VISIBLE_DEVICES reorders torch's indices,
-    not NVML's), else by index."""
+def open_gpu(uuid: str | None):
+    """The NVML handle of the GPU (or MIG slice) with this UUID, as torch reports it (bare, or
+    with its GPU-/MIG- prefix). By UUID only: NVML's indices ignore CUDA_VISIBLE_DEVICES, and a
+    MIG slice's index is its parent's, so a lookup by index can read another GPU."""
     import pynvml
 
+    if not uuid:
+        raise LookupError("torch reported no UUID for this GPU, so NVML cannot tell which it is")
     pynvml.nvmlInit()
-    if uuid:
+    bare = uuid.removeprefix("GPU-").removeprefix("MIG-")
+    for name in (uuid, f"GPU-{bare}", f"MIG-{bare}"):
         try:
-            return pynvml.nvmlDeviceGetHandleByUUID(uuid)
+            return pynvml.nvmlDeviceGetHandleByUUID(name)
         except pynvml.NVMLError:
-            pass
-    return pynvml.nvmlDeviceGetHandleByIndex(index)
+            continue
+    raise LookupError(f"NVML has no GPU or MIG slice with UUID {uuid}")
+
+
+def is_mig(handle) -> bool:
+    import pynvml
+
+    try:
+        return bool(pynvml.nvmlDeviceIsMigDeviceHandle(handle))
+    except (pynvml.NVMLError, AttributeError):
+        return False
+
+
+def limits(uuid: str | None) -> dict[str, Any]:
+    """What NVML says of one GPU that the probe records: driver, power limit, maximum clocks;
+    for a MIG slice, that it is one and its parent (whose power and clocks it shares). A field
+    NVML refuses is left out and named in `nvml_error`."""
+    try:
+        import pynvml
+
+        handle = open_gpu(uuid)
+        driver = pynvml.nvmlSystemGetDriverVersion()
+    except Exception as err:  # NVML missing or refusing: keep what torch told us
+        return {"nvml_error": f"{type(err).__name__}: {err}"}
+    out: dict[str, Any] = {"driver": driver}
+    errors = []
+    if is_mig(handle):
+        parent = pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
+        out["mig_parent"] = pynvml.nvmlDeviceGetName(parent)
+        handle = parent  # power and clocks are the whole GPU's, shared by its slices
+    reads = {
+        "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000,
+        "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+        "max_mem_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(
+            handle, pynvml.NVML_CLOCK_MEM
+        ),
+    }
+    for key, read in reads.items():
+        try:
+            out[key] = read()
+        except Exception as err:
+            errors.append(f"{key}: {type(err).__name__}: {err}")
+    if errors:
+        out["nvml_error"] = "; ".join(errors)
+    return out
 
 
 def clock_event_reasons(handle) -> int:
@@ -74,13 +121,21 @@ def energy_j(handle) -> float:
     return pynvml.nvmlDeviceGetTotalEnergyConsumption(handle) / 1000
 
 
-def other_processes(handle) -> list[str]:
-    """Other processes computing on the GPU: a shared GPU measures less than its own."""
+def processes(handle) -> list:
+    """Every process computing on the GPU, as NVML lists them (pid, usedGpuMemory)."""
+    import pynvml
+
+    return list(pynvml.nvmlDeviceGetComputeRunningProcesses(handle))
+
+
+def other_processes(handle, own_pids: set[int] = frozenset()) -> list[str]:
+    """Other processes computing on the GPU: a shared GPU measures less than its own.
+    `own_pids`: this process as NVML lists it (a host PID in many containers)."""
     import pynvml
 
     found = []
-    for process in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
-        if process.pid == os.getpid():
+    for process in processes(handle):
+        if process.pid == os.getpid() or process.pid in own_pids:
             continue
         try:
             name = pynvml.nvmlSystemGetProcessName(process.pid)
@@ -103,10 +158,11 @@ class Sampler:
         fields: dict[str, Callable] | None = None,
         energy: Callable | None = energy_j,
         processes: Callable | None = other_processes,
+        own_pids: set[int] = frozenset(),
     ) -> None:
         self.handle, self.interval_s = handle, interval_s
         self.fields = fields if fields is not None else nvml_fields()
-        self._energy, self._processes = energy, processes
+        self._energy, self._processes, self.own_pids = energy, processes, set(own_pids)
         self.samples: list[dict[str, float]] = []
         self.errors: set[str] = set()
         self.energy_j: float | None = None
@@ -132,7 +188,9 @@ class Sampler:
 
     def __enter__(self) -> "Sampler":
         if self._processes:
-            self.processes = self._read("processes", self._processes, self.handle) or []
+            self.processes = (
+                self._read("processes", self._processes, self.handle, self.own_pids) or []
+            )
         self._start = self._read("energy", self._energy, self.handle) if self._energy else None
         self._t0 = time.perf_counter()
         self._thread.start()
@@ -166,6 +224,9 @@ def summarize(window: Any, max_sm_mhz: float | None) -> dict[str, Any]:
     temps = [s.get("temp_c") for s in samples if s.get("temp_c") is not None]
     span = getattr(window, "window_s", None) or samples[-1]["t"] - samples[0]["t"]
     energy = getattr(window, "energy_j", None)
+    power_source = "energy counter" if energy is not None and span else ""
+    if not power_source and any(s.get("power_w") is not None for s in samples):
+        power_source = "mean of NVML's power readings (no energy counter over the window)"
     return {
         "samples": len(samples),
         "window_s": span,
@@ -176,6 +237,7 @@ def summarize(window: Any, max_sm_mhz: float | None) -> dict[str, Any]:
         if energy is not None and span
         else mean([s.get("power_w") for s in samples]),
         "energy_j": energy,
+        "power_source": power_source,
         "temperature_max_c": max(temps) if temps else None,
         "throttle_reasons": reason_names(mask),
         "other_processes": list(getattr(window, "processes", [])),

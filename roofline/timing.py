@@ -57,15 +57,6 @@ class EventTimer:
         return [start.elapsed_time(end) / 1e3 for start, end in events]  # ms -> s
 
 
-def timer_for(device_kind: str) -> Timer:
-    if device_kind in ("cuda", "mps"):
-        import torch
-
-        device = torch.cuda if device_kind == "cuda" else torch.mps
-        return EventTimer(device, f"{device_kind} events, calls back to back")
-    return HostTimer()
-
-
 MAX_CALLS = 10_000
 
 
@@ -93,6 +84,8 @@ def sample(
     sustained window in which clocks and power settle), inside `window()` (telemetry of the
     timed calls only). Every sample is kept. Returns (samples, what the window yielded)."""
     warm = warmed(timer, work, warmup, warmup_seconds)
+    if not warm and (min_seconds > 0 or warmup_seconds > 0):
+        warm = warmed(timer, work, 1, warmup_seconds)  # a window by time needs a call's time
     count = repeats
     if min_seconds > 0 and warm:
         count = max(repeats, min(MAX_CALLS, math.ceil(min_seconds / max(min(warm), 1e-9))))

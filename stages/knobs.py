@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> None:
             rounds=cfg.knobs.rounds,
             min_seconds=cfg.knobs.min_seconds,
             threads=decision.found.get("logical_cores", 1),
+            warmup_seconds=cfg.bench.warmup_seconds,
         )
         rows, tuning = measure_knobs(name, target, decision.found, cfg.knobs, settings, say)
         record = knobs_record(

@@ -142,7 +142,10 @@ def test_the_gpu_path_needs_only_torch_nvml_pyyaml_and_pytest():
     import subprocess
     import sys
 
-    blocked = ("omegaconf", "hydra", "dvc", "pandas", "tqdm", "seaborn", "matplotlib")
+    blocked = (
+        *("omegaconf", "hydra", "dvc", "pandas", "tqdm", "seaborn", "matplotlib"),
+        *("threadpoolctl", "psutil", "cpuinfo"),  # the CPU's facts and BLAS threads only
+    )
     code = (
         f"import sys\nfor m in {blocked!r}: sys.modules[m] = None\n"
         "import roofline.gpu_suite, roofline.lab, tests.test_cuda\n"

@@ -3,13 +3,12 @@
 import pytest
 import torch
 
-from roofline import kernels
+from roofline import kernels, kinds
 from roofline.benchmark import check_fits, measure_device
 from roofline.config import ConfigError, measuring
 from roofline.dtypes import DTYPES
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from roofline.records import pending_record
-from roofline.timing import HostTimer
 from tests.conftest import FINGERPRINT, LAPTOP, config, device
 
 
@@ -28,6 +27,13 @@ class CountingTimer:
         return [1.0] * count
 
 
+def timed_by(timer) -> kinds.Kind:
+    """The CPU, timed by `timer`."""
+    kind = kinds.Kind()
+    kind.timer = lambda: timer
+    return kind
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_matmul_is_checked_then_timed(dtype):
     point = measure_matmul(
@@ -35,8 +41,7 @@ def test_matmul_is_checked_then_timed(dtype):
         40,
         32,
         dtype,
-        "cpu",
-        HostTimer(),
+        kinds.Kind(),
         seed=1,
         warmup=1,
         repeats=3,
@@ -62,8 +67,7 @@ def test_a_wrong_kernel_is_refused_and_never_timed(monkeypatch):
             16,
             16,
             "float32",
-            "cpu",
-            timer,
+            timed_by(timer),
             seed=0,
             warmup=1,
             repeats=2,
@@ -79,7 +83,7 @@ def test_inputs_are_random_never_zero():
 
 
 def test_copy_is_timed():
-    samples = measure_copy(1 << 16, "cpu", HostTimer(), seed=0, warmup=1, repeats=2)
+    samples = measure_copy(1 << 16, kinds.Kind(), seed=0, warmup=1, repeats=2)
     assert len(samples) == 2
 
 

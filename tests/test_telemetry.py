@@ -77,7 +77,7 @@ def test_a_failing_field_leaves_the_others_and_is_reported():
     fields = {"sm_mhz": lambda h: 1700, "power_w": broken}
     energy = iter([1000.0, 1012.5])
     with Sampler(
-        None, 0.001, fields, energy=lambda h: next(energy), processes=lambda h: []
+        None, 0.001, fields, energy=lambda h: next(energy), processes=lambda h, own: []
     ) as watch:
         while len(watch.samples) < 3:
             pass

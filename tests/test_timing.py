@@ -6,7 +6,8 @@ import contextlib
 
 import pytest
 
-from roofline.timing import EventTimer, HostTimer, sample, timer_for
+from roofline import kinds
+from roofline.timing import EventTimer, HostTimer, sample
 
 
 class FakeDevice:
@@ -103,8 +104,15 @@ def test_the_telemetry_window_holds_the_timed_calls_only():
     assert watch == "watch" and seen_inside == [2, 3, 4]
 
 
-def test_each_kind_gets_its_timer():
-    assert isinstance(timer_for("cpu"), HostTimer)
-    assert timer_for("cuda").name == "cuda events, calls back to back"
-    assert timer_for("mps").name == "mps events, calls back to back"
+def test_each_kind_gets_its_timer(played):
+    assert isinstance(kinds.make("cpu").timer(), HostTimer)
+    assert kinds.make("mps").timer().name == "mps events, calls back to back"
+    played("h100")
+    assert kinds.make("cuda", {"index": 0}).timer().name == "cuda events, calls back to back"
     assert all(s > 0 for s in HostTimer().times(lambda i: sum(range(1000)), 0, 2))
+
+
+def test_a_window_by_time_is_honoured_without_a_warm_up():
+    timer = CountingTimer()
+    samples, _ = sample(lambda i: None, timer, warmup=0, repeats=2, min_seconds=10.0)
+    assert len(samples) >= 10 / 1  # its one untimed call took 1 s: ten more fill the window
