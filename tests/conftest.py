@@ -82,3 +82,25 @@ def empty_row(device, dtype, shape, status, reason):
     from roofline.schema import empty, row
 
     return row(empty(device, dtype, shape, status, reason))
+
+
+@pytest.fixture
+def played(monkeypatch):
+    """Play a machine's GPUs in this process through the CUDA stand-in (tests/fakes/cuda):
+    `played("gvisor")` installs it and returns its state; everything is undone after the test."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    fakes = Path(__file__).parent / "fakes/cuda"
+    monkeypatch.syspath_prepend(str(fakes))
+    spec = importlib.util.spec_from_file_location("pynvml", fakes / "pynvml.py")
+    nvml = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(nvml)
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    import played_cuda
+
+    def play(machine: str = "h100", **changes):
+        return played_cuda.install({**played_cuda.machine(machine), **changes}, monkeypatch.setattr)
+
+    return play

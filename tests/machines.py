@@ -14,6 +14,8 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+# The CUDA stand-in: first on PYTHONPATH, it plays $PLAYED_MACHINE's GPUs in every process.
+STAND_IN = ROOT / "tests/fakes/cuda"
 DEVICES = "experiments/x4-roofline/devices"
 CPU = {"logical_cores": 2, "isa": ["avx2", "fma"], "cache_bytes": 1 << 20, "memory_bytes": 16 << 30}
 LAPTOP = {"cpu": {"model": "Laptop CPU", **CPU}, "gpus": []}
@@ -120,10 +122,14 @@ def make_project(where: Path, remote: str | None = None, **remote_options: str) 
     ]
     cfg["defaults"].insert(-1, {"device@devices.podhost": "podhost"})
     cfg["bench"] |= {"warmup": 1, "repeats": 2, "copy_mib": 4, "min_seconds": 0.0}
+    cfg["bench"]["warmup_seconds"] = 0.05
     (project / "conf/config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     cpu_conf = yaml.safe_load((project / "conf/device/cpu.yaml").read_text())
     cpu_conf |= {"dtypes": ["float32"], "shapes": [[48, 48, 48]], "clock_ghz": 3.0}
     (project / "conf/device/cpu.yaml").write_text(yaml.safe_dump(cpu_conf))
+    h100_conf = yaml.safe_load((project / "conf/device/h100.yaml").read_text())
+    h100_conf |= {"dtypes": ["float16", "float32"], "shapes": [[64, 64, 64]]}
+    (project / "conf/device/h100.yaml").write_text(yaml.safe_dump(h100_conf, sort_keys=False))
     run(project, sys.executable, "-m", "roofline.compose")  # params.yaml and the pipeline files
 
     git(project, "init", "-q", "-b", "main")

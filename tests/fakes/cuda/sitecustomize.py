@@ -1,0 +1,42 @@
+"""Installs the CUDA stand-in (played_cuda) in every Python process whose PYTHONPATH starts
+with this folder: torch.cuda is played once torch is imported, roofline.kinds' tensor placement
+once it is. Nothing is imported here, so processes that use neither (dvc, git hooks) pay nothing."""
+
+import importlib.abc
+import sys
+
+import played_cuda
+
+
+class AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a hook on a module right after it is executed, the first time it is imported."""
+
+    def __init__(self, hooks: dict) -> None:
+        self.hooks = hooks
+
+    def find_spec(self, name, path, target=None):
+        if name not in self.hooks:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        hook, execute = self.hooks.pop(name), spec.loader.exec_module
+
+        def exec_module(module):
+            execute(module)
+            hook(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+played_cuda.begin()
+sys.meta_path.insert(
+    0,
+    AfterImport({"torch": played_cuda.play_torch, "roofline.kinds": played_cuda.play_kinds}),
+)

@@ -1,0 +1,342 @@
+"""The GPU path end to end on the CUDA stand-in (tests/fakes/cuda): torch.cuda and NVML played
+on this CPU through the seam a real GPU uses (roofline.kinds). Real subprocesses (`dvc repro`,
+`scripts/gpu-check`) get it from PYTHONPATH; the rest install it in this process (`played`)."""
+
+import csv
+import dataclasses
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from roofline import gpu_suite, kinds
+from roofline.hardware import gpu_info
+from roofline.knobs import Settings, measure_knobs
+from roofline.measure import gpu_target, measure_point
+from tests.machines import (
+    LAPTOP,
+    ROOT,
+    STAND_IN,
+    clone,
+    dvc,
+    make_project,
+    publish,
+    results,
+    run,
+)
+
+BENCH = SimpleNamespace(
+    seed=0, warmup=1, warmup_seconds=0.0, repeats=3, check_rows=8, min_seconds=0.0
+)
+KNOBS = SimpleNamespace(
+    cuda=SimpleNamespace(shape=[64] * 3, small_shape=[32] * 3, l2_shape=[512, 32, 256])
+)
+SETTINGS = Settings(seed=0, warmup=1, check_rows=8, rounds=2, min_seconds=0.01)
+
+
+H100 = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "capability": [9, 0],
+    "sm_count": 132,
+    "memory_bytes": 85 << 30,
+    "l2_bytes": 50 << 20,
+    "uuid": "8f0e2d6a-0000-4000-8000-000000000001",
+    "power_limit_w": 700.0,
+    "max_sm_mhz": 1980,
+    "max_mem_mhz": 2619,
+    "sm_mhz": 1755,
+    "power_w": 690.0,
+    "temp_c": 61,
+    "reasons": 4,
+}
+
+
+# A played H100 with a 1 MiB L2, so that tiny shapes rotate over a few operand sets, not 4096.
+SMALL_L2 = [{**H100, "l2_bytes": 1 << 20}]
+
+
+def point(played_state, dtype="float32", shape=(64, 64, 64)):
+    gpu = gpu_info()[0]
+    return measure_point("h100", dtype, list(shape), gpu_target(gpu, print), BENCH, gpu)
+
+
+# The pod story: a played H100 pod measures h100 and pushes; the laptop renders it.
+
+
+@pytest.mark.slow
+def test_a_played_h100_pod_measures_h100_and_the_laptop_renders_it(tmp_path):
+    origin = make_project(tmp_path)
+    pod = clone(origin, tmp_path / "pod", pull=False)
+    stand_in = {"PYTHONPATH": str(STAND_IN), "PLAYED_MACHINE": "h100", "ROOFLINE_HARDWARE": None}
+    out = dvc(pod, "repro", env=stand_in)
+    record = results(pod, "h100")
+    assert record["status"] == "measured", out
+    assert record["found"]["name"] == "NVIDIA H100 80GB HBM3"
+    assert record["found"]["power_limit_w"] == 700.0 and record["found"]["driver"] == "580.65.06"
+    assert results(pod, "cpu")["status"] == "pending"  # a GPU box's host CPU is not the laptop
+    for row in record["rows"]:
+        assert row["status"] == "measured"
+        assert row["timing"].startswith(("cuda events", "CUDA graph of")), row["timing"]
+        assert row["sm_clock_mhz"] == 1755 and row["power_source"] == "energy counter"
+        assert row["power_w"] == pytest.approx(690, rel=0.05)
+        assert row["other_processes"] == "" and row["telemetry_errors"] == ""
+    publish(pod, "pod: measure h100")
+
+    laptop = clone(origin, tmp_path / "laptop")
+    dvc(laptop, "repro", hardware=LAPTOP)
+    with (laptop / "experiments/x4-roofline/results.csv").open() as table:
+        rows = list(csv.DictReader(table))
+    h100 = [r for r in rows if r["device"] == "h100" and r["dtype"] == "float16"]
+    assert h100 and h100[0]["status"] == "measured" and float(h100[0]["mfu"]) > 0
+    report = (laptop / "experiments/x4-roofline/REPORT.md").read_text()
+    assert "the lab's sanity band 700-850 TFLOP/s" in report  # the band verdict
+    assert "the lab's done threshold, 600 TFLOP/s in float16: NOT met" in report
+
+
+# scripts/gpu-check end to end, as a user runs it on a pod.
+
+
+def played_machine(where, **changes) -> str:
+    """A machine file for $PLAYED_MACHINE: the played H100 with a 1 MiB L2 (tiny shapes then
+    rotate over a few operand sets, not 4096), and `changes`."""
+    path = where / "machine.json"
+    path.write_text(json.dumps({"driver": "580.65.06", "gpus": SMALL_L2, **changes}))
+    return str(path)
+
+
+SMALL = ["--size", "64", "--min-seconds", "0.01", "--warmup-seconds", "0.01"]
+
+
+@pytest.mark.slow
+def test_gpu_check_runs_the_cuda_tests_and_the_suite_and_writes_every_row(tmp_path):
+    out_dir = tmp_path / "check"
+    code, out = run(
+        ROOT,
+        "bash",
+        "scripts/gpu-check",
+        "--out",
+        str(out_dir),
+        "--no-speed",
+        *SMALL,
+        env={"PYTHONPATH": str(STAND_IN), "PLAYED_MACHINE": played_machine(tmp_path)},
+        check=False,
+    )
+    assert code == 0, out
+    assert "gpu-check: CUDA tests exit 0, GPU suite exit 0" in out
+    (suite,) = json.loads((out_dir / "gpu-suite.json").read_text())
+    assert {r["dtype"]: r["status"] for r in suite["rows"]} == dict.fromkeys(
+        ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fn"), "measured"
+    )
+    knobs = {k["knob"]: k for k in suite["knobs"]}
+    assert len(knobs) == 7 and knobs["cuBLASLt -> TunableOp"]["status"] == "skipped"
+    # The lab's residency shape (16.6 MiB) does not fit twice in this played 1 MiB L2.
+    assert "does not fit twice" in knobs["rotated -> L2-resident"]["reason"]
+    measured = [k for k in knobs if "TunableOp" not in k and "L2" not in k]
+    assert all(knobs[k]["status"] == "measured" for k in measured), knobs
+    timing = suite["timing_check"]
+    assert timing["harness_s"] > 0 and timing["bare_loop_s"] > 0
+    assert timing["do_bench_s"].startswith("absent")  # no triton driver on the stand-in
+    assert "triton do_bench" in out and "bare loop, 2 events" in out and "harness/this" in out
+
+
+def test_a_dtype_whose_call_raises_is_a_failed_row_and_the_suite_writes_the_rest(tmp_path):
+    refusal = "CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul (played)"
+    out = tmp_path / "suite.json"
+    code, said = run(
+        ROOT,
+        sys.executable,
+        "-m",
+        "roofline.gpu_suite",
+        "--no-knobs",
+        "--out",
+        str(out),
+        *SMALL,
+        env={
+            "PYTHONPATH": str(STAND_IN),
+            "PLAYED_MACHINE": played_machine(tmp_path, float8_raises=refusal),
+        },
+        check=False,
+    )
+    assert code == 0, said
+    (suite,) = json.loads(out.read_text())
+    rows = {r["dtype"]: r for r in suite["rows"]}
+    assert rows["float8_e4m3fn"]["status"] == "failed"
+    assert rows["float8_e4m3fn"]["reason"] == f"the call raised: RuntimeError: {refusal}"
+    assert {d: r["status"] for d, r in rows.items() if d != "float8_e4m3fn"} == dict.fromkeys(
+        ("float32", "tf32", "float16", "bfloat16"), "measured"
+    )
+
+
+def test_no_knobs_is_honoured_and_the_suite_writes_its_json(played, tmp_path, capsys):
+    played("h100")
+    out = tmp_path / "suite.json"
+    small = ["--size", "32", "--min-seconds", "0", "--warmup-seconds", "0"]
+    gpu_suite.main(["--no-knobs", *small, "--out", str(out)])
+    (suite,) = json.loads(out.read_text())
+    assert suite["knobs"] == [] and len(suite["rows"]) == 5
+    assert "knobs (gain" not in capsys.readouterr().out
+
+
+def test_a_dtype_whose_call_raises_is_a_failed_row_and_the_rest_is_measured(played):
+    state = played("h100", float8_raises="CUDA error: operation not supported (played)")
+    failed = point(state, "float8_e4m3fn")
+    assert failed.status == "failed" and failed.samples_s == []
+    assert (
+        failed.reason
+        == "the call raised: RuntimeError: CUDA error: operation not supported (played)"
+    )
+    assert point(state, "float16").status == "measured"
+
+
+# Hosts: a gVisor-like sandbox, a box of two GPUs, a MIG slice, an image without NVML.
+
+
+def test_on_a_gvisor_like_host_the_labs_own_process_is_not_another(played):
+    state = played("gvisor")
+    measured = point(state)
+    assert measured.status == "measured"
+    assert measured.other_processes == ""  # NVML listed this process under a host PID
+    assert measured.power_source.startswith("mean of NVML's power readings")
+    assert measured.energy_j is None and measured.power_w == pytest.approx(690)
+    row = dataclasses.asdict(measured)
+    assert "shared" not in json.dumps(row)
+
+
+def test_a_shared_gpu_names_the_other_process(played):
+    measured = point(played("shared"))
+    assert measured.other_processes == "pid 4242 python3 train.py, 30.0 GiB"
+
+
+def test_a_two_gpu_box_measures_the_gpu_asked_for_and_reads_its_limits(played, monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    state = played("two_gpus")
+    (gpu,) = gpu_info()
+    assert gpu["index"] == 0 and gpu["name"] == "NVIDIA H100 PCIe"
+    assert gpu["power_limit_w"] == 350.0 and gpu["max_sm_clock_mhz"] == 1755  # not GPU 0's
+    measured = point(state)
+    assert measured.sm_clock_mhz == 1620 and measured.power_w == pytest.approx(340, rel=0.05)
+    assert state.contexts == {1}
+
+
+def test_a_mig_slice_is_read_as_one_and_says_whose_limits_it_shares(played):
+    played("mig")
+    (gpu,) = gpu_info()
+    assert gpu["name"] == "NVIDIA A100-SXM4-80GB MIG 3g.40gb" and gpu["sm_count"] == 42
+    assert gpu["mig_parent"] == "NVIDIA A100-SXM4-80GB" and gpu["power_limit_w"] == 400.0
+    name, dev = gpu_suite.match(gpu, gpu_suite.device_files(ROOT / "conf/device"))
+    assert name == gpu["name"] and dev["peak_tflops"] == {}  # no datasheet fits a slice
+
+
+def test_a_uuid_nvml_does_not_know_leaves_telemetry_out_rather_than_reading_another_gpu(played):
+    played("h100")
+    kind = kinds.Cuda(0, "no-such-uuid")
+    assert kind.monitor() is None and "NVML has no GPU or MIG slice" in kind.telemetry_error
+
+
+def test_without_nvidia_ml_py_the_gpus_torch_sees_are_still_found(played, monkeypatch):
+    played("h100")
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    (gpu,) = gpu_info()
+    assert gpu["name"] == "NVIDIA H100 80GB HBM3" and "nvml_error" in gpu
+
+
+# Knobs on the played GPU.
+
+
+def knobs(state):
+    gpu = gpu_info()[0]
+    rows, tuning = measure_knobs("h100", gpu_target(gpu, print), gpu, KNOBS, SETTINGS, print)
+    return {r["knob"]: r for r in rows}, tuning
+
+
+def test_tunableop_with_only_the_default_solution_is_skipped_and_writes_nothing_at_exit(played):
+    state = played("h100", gpus=SMALL_L2)
+    rows, _ = knobs(state)
+    tunable = rows["cuBLASLt -> TunableOp"]
+    assert tunable["status"] == "skipped" and "only the 'Default' solution" in tunable["reason"]
+    assert state.tunable["on_exit"] is False  # nothing written into a folder that is gone
+    assert state.tunable["enabled"] is False
+
+
+def test_tunableop_with_solutions_to_search_is_measured_and_checked_inside_its_context(
+    played, monkeypatch
+):
+    state = played("h100", gpus=SMALL_L2, tunable_solutions=["Default", "Gemm_Hipblaslt_1234"])
+    import roofline.knobs
+
+    checked_with = []
+    prepare = roofline.knobs.prepare_matmul
+
+    def spy(*args, **kwargs):
+        checked_with.append(state.tunable["enabled"])
+        return prepare(*args, **kwargs)
+
+    monkeypatch.setattr(roofline.knobs, "prepare_matmul", spy)
+    rows, tuning = knobs(state)
+    assert rows["cuBLASLt -> TunableOp"]["status"] == "measured"
+    assert True in checked_with  # the tuned side was checked with TunableOp on
+    assert "Gemm_Hipblaslt_1234" in tuning
+
+
+def test_the_residency_knob_replays_both_sides_from_graphs_captured_on_their_stream(played):
+    state = played("h100", gpus=SMALL_L2)
+    rows, _ = knobs(state)
+    residency = rows["rotated -> L2-resident"]
+    assert residency["status"] == "measured", residency["reason"]
+    assert residency["baseline"].startswith("rotated over ") and residency["variant"] == (
+        "resident in L2"
+    )
+    # Every graph (eager -> graph, both residency sides) captured on the stream it warmed on.
+    assert len(state.captured_on) == 3
+    assert all(s is not None for s in state.captured_on)
+    assert state.captured_on == state.streams_used[-3:]
+
+
+def test_the_labs_residency_shape_is_memory_bound_and_fits_in_every_l2():
+    import yaml
+
+    from roofline.arithmetic import intensity, matmul_bytes, matmul_flops
+
+    shape = yaml.safe_load((ROOT / "conf/knobs/lab.yaml").read_text())["cuda"]["l2_shape"]
+    flops, nbytes = matmul_flops(*shape), matmul_bytes(*shape, "float16")
+    for name, dev in gpu_suite.device_files(ROOT / "conf/device").items():
+        if dev["kind"] != "cuda":
+            continue
+        ridge = dev["peak_tflops"]["float16"] * 1e12 / (dev["memory_bandwidth_gbps"] * 1e9)
+        assert intensity(flops, nbytes) < ridge / 4, name
+    assert 2 * nbytes < 40e6  # twice in the smallest L2 rented (A100 40 MB)
+
+
+def test_the_labs_bench_matmul_on_the_played_gpu(played):
+    from roofline.lab import bench_matmul
+
+    played("h100")
+    tflops, gbps = bench_matmul(64, 64, 64, device="cuda", warmup=1, iters=3)
+    assert tflops > 0 and gbps == pytest.approx(tflops * 1e3 / (64 / 3))  # FLOPs / intensity
+
+
+def test_a_device_kind_without_graphs_or_tunableop_says_so():
+    cpu = kinds.make("cpu")
+    assert cpu.tensors() == "cpu" and cpu.monitor() is None and cpu.tuned_solutions() == []
+    with pytest.raises(kinds.Unavailable, match="cpu has no CUDA graphs"):
+        cpu.graph(lambda i: None, 1)
+    with pytest.raises(kinds.Unavailable, match="cpu has no TunableOp"):
+        cpu.tunable(True, None)
+
+
+def test_the_stand_in_plays_in_a_subprocess_from_pythonpath():
+    code = (
+        "import torch, roofline.kinds as k, roofline.hardware as h; g = h.gpu_info()[0]; "
+        "c = k.Cuda(0, g['uuid']); print(torch.cuda.get_device_name(0), c.tensors(), c.own_pids)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={"PYTHONPATH": f"{STAND_IN}:{ROOT}", "PLAYED_MACHINE": "gvisor", "PATH": "/usr/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("NVIDIA H100 80GB HBM3 cpu {")  # its own, under a host PID
