@@ -38,9 +38,16 @@ def compose(root: Path, overrides: list[str]) -> str:
 
 
 def explain(err: BaseException) -> str:
-    """Hydra's message and its causes: the cause names the allowed values."""
+    """Hydra's message and its causes: the cause names the allowed values.
+
+    Each exception is read once: the chain can loop. OmegaConf re-raises an exception it has
+    already formatted as its own cause (`ex.__cause__ = ex` in omegaconf._utils._raise) whenever
+    a tracer is set (coverage, a debugger: `sys.gettrace()`) or OC_CAUSE=1.
+    """
     messages = []
-    while err is not None:
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
         messages.append(str(err).strip())
         err = err.__cause__
     return "\n".join(messages)

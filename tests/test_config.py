@@ -1,5 +1,6 @@
 """Config: conf/ composes into the committed params.yaml, and bad values stop with their name."""
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -51,6 +52,48 @@ def test_schema_rejects_bad_overrides_at_composition(override, named, allowed):
     with pytest.raises(Exception, match=named) as err:
         compose(ROOT, [override])
     assert allowed in explain(err.value)
+
+
+def explain_promptly(err: BaseException, links: list[BaseException]) -> str:
+    """explain(err), failing (not hanging) if it has not returned within 2 s.
+
+    After the verdict each link's __cause__ is cut, so that a looping explain() ends too."""
+    result = []
+    worker = threading.Thread(target=lambda: result.append(explain(err)), daemon=True)
+    worker.start()
+    worker.join(timeout=2)
+    returned = not worker.is_alive()
+    for link in links:
+        link.__cause__ = None
+    worker.join()
+    assert returned, "explain() did not return: it loops on a cause chain that loops"
+    return result[0]
+
+
+def test_explain_returns_on_a_cause_chain_that_loops():
+    outer, inner = ValueError("Error merging override x=1"), TypeError("expected one of [a, b]")
+    outer.__cause__, inner.__cause__ = inner, outer  # a -> b -> a
+    assert explain_promptly(outer, [outer, inner]) == (
+        "Error merging override x=1\nexpected one of [a, b]"
+    )
+    outer.__cause__, inner.__cause__ = inner, inner  # b -> b, as OmegaConf makes it
+    assert explain_promptly(outer, [outer, inner]) == (
+        "Error merging override x=1\nexpected one of [a, b]"
+    )
+
+
+def test_explain_reads_omegaconfs_self_caused_error_once(monkeypatch):
+    # Under a tracer (coverage, a debugger) or OC_CAUSE=1 OmegaConf re-raises the error it has
+    # formatted with itself as its cause (omegaconf._utils._raise: ex.__cause__ = ex).
+    monkeypatch.setenv("OC_CAUSE", "1")
+    with pytest.raises(Exception, match="float99") as err:
+        compose(ROOT, ["devices.cpu.dtypes=[float99]"])
+    cause = err.value.__cause__
+    assert cause is not None and cause.__cause__ is cause
+    text = explain_promptly(err.value, [cause])
+    assert text.startswith("Error merging override devices.cpu.dtypes=[float99]\n")
+    assert text.count("Invalid value 'float99'") == 1
+    assert "[float32, tf32, float16, bfloat16, float8_e4m3fn]" in text
 
 
 def test_unknown_device_group_option_is_rejected():
