@@ -23,7 +23,7 @@ from roofline import arithmetic as ar
 from roofline.dtypes import NAMES
 from roofline.errors import HardwareError, run
 from roofline.hardware import find_device, gpu_info, identity
-from roofline.interpret import interpret, lab_checks
+from roofline.interpret import assumed_clock_mhz, interpret, lab_checks
 from roofline.kernels import prepare_matmul
 from roofline.knobs import Settings, measure_knobs
 from roofline.measure import (
@@ -73,9 +73,8 @@ def table(rows: list[dict[str, Any]], peak_clock_mhz: float | None = None) -> st
         if r["status"] != "measured":
             lines.append(f"{r['dtype']:<14}{r['status']}: {r['reason']}")
             continue
-        clocks = "/".join(
-            cell(v, ".0f") for v in (r["sm_clock_mhz"], peak_clock_mhz, r["sm_clock_max_mhz"])
-        )
+        sheet = assumed_clock_mhz(r["dtype"], peak_clock_mhz, r["sm_clock_max_mhz"])
+        clocks = "/".join(cell(v, ".0f") for v in (r["sm_clock_mhz"], sheet, r["sm_clock_max_mhz"]))
         lines.append(
             f"{r['dtype']:<14}{r['achieved_tflops']:>9.1f}{r['spread']:>8.1%}"
             f"{cell(r['mfu'], '.1%'):>7}  {clocks:<22}{cell(r['power_w'], '.0f'):>5}"

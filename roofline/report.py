@@ -16,6 +16,7 @@ from roofline.ceilings import (
     predictions,
     why,
 )
+from roofline.dtypes import DTYPES
 from roofline.schema import KNOB_COLUMNS, knob_title
 
 
@@ -142,6 +143,8 @@ def dtype_sentences(head: Any, rows: pd.DataFrame, knobs_measured: bool = False)
         mfu = (
             f" (MFU {r.mfu:.1%} of its {r.peak_tflops:.4g} TFLOP/s peak)" if pd.notna(r.mfu) else ""
         )
+        if DTYPES[r.dtype].scaled:  # the fast-accumulation knob measures the other way
+            mfu += ", with exact accumulation" if mfu else " with exact accumulation"
         out.append(
             f"On the same shape {r.dtype} reached {r.achieved_tflops:.4g} TFLOP/s, "
             f"{r.achieved_tflops / head.achieved_tflops:.2f}× {head.dtype}{mfu}."

@@ -213,3 +213,27 @@ def test_the_point_that_defines_a_ceiling_checks_nothing():
     assert per_call_overheads(predictions(cpu_rows(), {"cpu": 10.0})) == {
         "float32": pytest.approx(0.008 - 0.0064032)
     }
+
+
+def test_the_clock_step_never_rises_above_the_dense_peak_and_float32_scales_from_the_boost():
+    head = SimpleNamespace(
+        m=8192,
+        n=8192,
+        k=8192,
+        dtype="float16",
+        peak_tflops=989.4,
+        peak_source="datasheet (dense)",
+        sm_clock_mhz=1980.0,  # boosting past the 1830 MHz the FP16 figure assumes
+        sm_clock_max_mhz=1980.0,
+        achieved_tflops=700.0,
+    )
+    itself = {"tflops": 700.0, "shape": [8192, 8192, 8192], "series": "lab"}
+    clock = breakdown(head, itself, "cuda", 132, peak_clock_mhz=1830)[1]
+    assert clock["tflops"] == pytest.approx(989.4)
+    assert "above it, so the dense peak stays the ceiling" in clock["note"]
+    # float32 (CUDA cores): 66.9 TFLOP/s = 132 SMs x 256 FLOP x 1980 MHz, NVML's maximum.
+    fp32 = SimpleNamespace(**{**vars(head), "dtype": "float32", "peak_tflops": 66.9})
+    fp32.sm_clock_mhz = 1782.0
+    clock = breakdown(fp32, itself, "cuda", 132, peak_clock_mhz=1830)[1]
+    assert clock["tflops"] == pytest.approx(66.9 * 0.9)
+    assert "against the 1980 MHz the datasheet peak assumes (90.0%)" in clock["note"]

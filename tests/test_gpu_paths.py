@@ -69,7 +69,9 @@ def test_suite_table_shows_every_figure_of_a_gpu_run():
     skipped = empty_row(
         "a100", "float8_e4m3fn", [N, N, N], "skipped", "needs compute capability >= 8.9"
     )
-    text = table([dataclasses.asdict(measured), dataclasses.asdict(skipped)], 1830)
+    fp32 = dataclasses.replace(measured, dtype="float32")
+    text = table([dataclasses.asdict(r) for r in (measured, skipped, fp32)], 1830)
+    assert "1700/1980/1980" in text.splitlines()[3]  # float32's peak assumes the boost clock
     line = text.splitlines()[1]
     for figure in ("785.4", "79.4%", "1700/1830/1980", "1107", "1.41", "60"):
         assert figure in line, figure  # 6.2 J / 5.6 ms = 1107 W; 6.2 / (4 x 1.0995) = 1.41 J/TFLOP
@@ -121,6 +123,7 @@ def test_gpu_gap_paragraph_cites_clocks_fp8_and_the_lab_checks():
     )
     assert "clock limits reported: sw_power_cap" in text
     assert "float8_e4m3fn reached 1294 TFLOP/s, 1.71× float16" in text
+    assert "with exact accumulation" in text
     assert (
         "largest measured optimisation left on the table is the float8_e4m3fn path (1.71× the float16 kernel)"
         in text
