@@ -168,6 +168,7 @@ def timing_check(target: Target, size: int, bench: Bench, harness_s: float | Non
     between one pair of events), measured in the same run: three ways that agree within 2%
     are the evidence that the timing is right."""
     out: dict[str, Any] = {"harness_s": harness_s}
+    timer = target.kind.timer()
     if harness_s is None:
         print("timing check: float16 was not measured, nothing to compare")
         return out
@@ -186,13 +187,12 @@ def timing_check(target: Target, size: int, bench: Bench, harness_s: float | Non
         out["do_bench_s"] = do_bench_seconds(lambda: ready.call(next(turn)))
         calls = max(1, round(bench.min_seconds / harness_s))
         loop = lambda _: [ready.call(i) for i in range(calls)]  # noqa: E731
-        timer = target.kind.timer()
         timer.times(loop, 0, 1)  # warm
         out["bare_loop_s"] = timer.times(loop, 0, 1)[0] / calls
     except CALL_ERRORS as err:
         out["error"] = raised(err)
     flops = ar.matmul_flops(size, size, size)
-    lines = [f"timing check, float16 {size}^3 ({target.kind.timer().name}):"]
+    lines = [f"timing check, float16 {size}^3 ({timer.name}):"]
     for key, what in (
         ("harness_s", "harness (the benchmark's figure)"),
         ("do_bench_s", "triton do_bench"),

@@ -303,27 +303,22 @@ def measure_knob(name: str, knob: Knob, s: Settings) -> KnobMeasurement:
     point.lab_turns = knob.lab_turns
     try:
         baseline, variant = knob.sides()
-    except Unavailable as why:
-        point.status, point.reason = "skipped", str(why)
-        return point
-    except WrongResult as err:
-        point.status, point.reason = "failed", f"wrong result, not timed: {err}"
-        return point
-    except CALL_ERRORS as err:  # one knob's library refusing ends that knob, not the ladder
-        point.status, point.reason = "failed", f"the call raised: {raised(err)}"
-        return point
-    point.baseline, point.variant = baseline.label, variant.label
-    point.baseline_check_error, point.variant_check_error = (
-        baseline.check_error,
-        variant.check_error,
-    )
-    seconds = s.min_seconds / s.rounds
-    try:
+        point.baseline, point.variant = baseline.label, variant.label
+        point.baseline_check_error = baseline.check_error
+        point.variant_check_error = variant.check_error
+        seconds = s.min_seconds / s.rounds
         for round_ in range(s.rounds):
             point.baseline_samples_s += baseline.measure(seconds, round_ == 0)
             point.variant_samples_s += variant.measure(seconds, round_ == 0)
-    except CALL_ERRORS as err:
+    except Unavailable as why:
+        point.status, point.reason = "skipped", str(why)
+    except WrongResult as err:
+        point.status, point.reason = "failed", f"wrong result, not timed: {err}"
+    except torch.OutOfMemoryError:
+        raise  # the stage's to report, with what it kept
+    except CALL_ERRORS as err:  # one knob's library refusing ends that knob, not the ladder
         point.status, point.reason = "failed", f"the call raised: {raised(err)}"
+    if point.status != "measured":  # a knob not measured carries no samples
         point.baseline_samples_s, point.variant_samples_s = [], []
     return point
 

@@ -69,7 +69,8 @@ def target_for(kind: str, found: dict[str, Any], log: Callable[[str], None]) -> 
     return cpu_target(found) if kind == "cpu" else gpu_target(found, log)
 
 
-# What a failing library call raises, and is recorded as the point's failure, not the stage's.
+# What a failing library call raises, recorded as the point's failure, not the stage's (out of
+# memory, a RuntimeError too, is caught before them: it ends the stage).
 CALL_ERRORS = (RuntimeError, AttributeError, TypeError, NotImplementedError)
 
 
@@ -111,11 +112,11 @@ def measure_point(
         )
     except WrongResult as err:
         return empty(name, dtype, shape, "failed", f"wrong result, not timed: {err}", backend)
+    except torch.OutOfMemoryError:
+        raise  # the stage's to report, with what it kept
     except CALL_ERRORS as err:
         # A library that refuses this dtype here (cuBLAS, a scaled-matmul API that differs on
         # this torch) fails this point only: the others are still measured and recorded.
-        if isinstance(err, torch.OutOfMemoryError):
-            raise
         return empty(name, dtype, shape, "failed", f"the call raised: {raised(err)}", backend)
     summary = telemetry.summarize(point.window, found.get("max_sm_clock_mhz"))
     return measurement(

@@ -41,7 +41,7 @@ def open_gpu(uuid: str | None):
         raise LookupError("torch reported no UUID for this GPU, so NVML cannot tell which it is")
     pynvml.nvmlInit()
     bare = uuid.removeprefix("GPU-").removeprefix("MIG-")
-    for name in (uuid, f"GPU-{bare}", f"MIG-{bare}"):
+    for name in dict.fromkeys((uuid, f"GPU-{bare}", f"MIG-{bare}")):
         try:
             return pynvml.nvmlDeviceGetHandleByUUID(name)
         except pynvml.NVMLError:

@@ -83,9 +83,9 @@ def sample(
     """Warm up, then time at least `repeats` calls and enough to fill `min_seconds` (a
     sustained window in which clocks and power settle), inside `window()` (telemetry of the
     timed calls only). Every sample is kept. Returns (samples, what the window yielded)."""
-    warm = warmed(timer, work, warmup, warmup_seconds)
-    if not warm and (min_seconds > 0 or warmup_seconds > 0):
-        warm = warmed(timer, work, 1, warmup_seconds)  # a window by time needs a call's time
+    by_time = min_seconds > 0 or warmup_seconds > 0
+    # A window by time needs one call's time, however few warm-up calls were asked for.
+    warm = warmed(timer, work, max(warmup, 1) if by_time else warmup, warmup_seconds)
     count = repeats
     if min_seconds > 0 and warm:
         count = max(repeats, min(MAX_CALLS, math.ceil(min_seconds / max(min(warm), 1e-9))))

@@ -101,6 +101,6 @@ def played(monkeypatch):
     import played_cuda
 
     def play(machine: str = "h100", **changes):
-        return played_cuda.install({**played_cuda.machine(machine), **changes}, monkeypatch.setattr)
+        return played_cuda.install({"like": machine, **changes}, monkeypatch.setattr)
 
     return play

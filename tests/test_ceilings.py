@@ -111,18 +111,26 @@ def test_why_names_cache_overhead_quantisation_or_memory():
     )
 
 
-def test_gpu_breakdown_from_peak_to_achieved():
-    head = SimpleNamespace(
-        m=8192,
-        n=8192,
-        k=8192,
-        dtype="float16",
-        peak_tflops=989.4,
-        peak_source="datasheet (dense)",
-        sm_clock_mhz=1650.0,
-        sm_clock_max_mhz=1980.0,
-        achieved_tflops=700.0,
+def h100_head(**changes) -> SimpleNamespace:
+    """An H100's float16 8192^3 headline row, as the breakdown reads it."""
+    return SimpleNamespace(
+        **{
+            "m": 8192,
+            "n": 8192,
+            "k": 8192,
+            "dtype": "float16",
+            "peak_tflops": 989.4,
+            "peak_source": "datasheet (dense)",
+            "sm_clock_mhz": 1650.0,
+            "sm_clock_max_mhz": 1980.0,
+            "achieved_tflops": 700.0,
+            **changes,
+        }
     )
+
+
+def test_gpu_breakdown_from_peak_to_achieved():
+    head = h100_head()
     ceiling = {"tflops": 760.0, "shape": [12288, 12288, 6144], "series": "best-shape"}
     # The clock step scales from the clock the datasheet peak assumes (1830 MHz on an H100
     # SXM5), not from NVML's maximum (1980): 989.4 x 1650 / 1830 = 892.1.
@@ -183,17 +191,7 @@ def test_cpu_breakdown_goes_through_the_measured_fma_ceiling():
 
 
 def test_with_no_sweep_the_breakdown_says_the_ceiling_is_not_measured_apart():
-    head = SimpleNamespace(
-        m=8192,
-        n=8192,
-        k=8192,
-        dtype="float16",
-        peak_tflops=989.4,
-        peak_source="datasheet (dense)",
-        sm_clock_mhz=1650.0,
-        sm_clock_max_mhz=1980.0,
-        achieved_tflops=700.0,
-    )
+    head = h100_head()
     itself = {"tflops": 700.0, "shape": [8192, 8192, 8192], "series": "lab"}
     steps = breakdown(head, itself, "cuda", 132, peak_clock_mhz=1980)
     assert steps[2]["tflops"] is None
@@ -216,24 +214,13 @@ def test_the_point_that_defines_a_ceiling_checks_nothing():
 
 
 def test_the_clock_step_never_rises_above_the_dense_peak_and_float32_scales_from_the_boost():
-    head = SimpleNamespace(
-        m=8192,
-        n=8192,
-        k=8192,
-        dtype="float16",
-        peak_tflops=989.4,
-        peak_source="datasheet (dense)",
-        sm_clock_mhz=1980.0,  # boosting past the 1830 MHz the FP16 figure assumes
-        sm_clock_max_mhz=1980.0,
-        achieved_tflops=700.0,
-    )
+    head = h100_head(sm_clock_mhz=1980.0)  # boosting past the 1830 MHz the FP16 figure assumes
     itself = {"tflops": 700.0, "shape": [8192, 8192, 8192], "series": "lab"}
     clock = breakdown(head, itself, "cuda", 132, peak_clock_mhz=1830)[1]
     assert clock["tflops"] == pytest.approx(989.4)
     assert "above it, so the dense peak stays the ceiling" in clock["note"]
     # float32 (CUDA cores): 66.9 TFLOP/s = 132 SMs x 256 FLOP x 1980 MHz, NVML's maximum.
-    fp32 = SimpleNamespace(**{**vars(head), "dtype": "float32", "peak_tflops": 66.9})
-    fp32.sm_clock_mhz = 1782.0
+    fp32 = h100_head(dtype="float32", peak_tflops=66.9, sm_clock_mhz=1782.0)
     clock = breakdown(fp32, itself, "cuda", 132, peak_clock_mhz=1830)[1]
     assert clock["tflops"] == pytest.approx(66.9 * 0.9)
     assert "against the 1980 MHz the datasheet peak assumes (90.0%)" in clock["note"]

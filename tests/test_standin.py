@@ -36,28 +36,8 @@ KNOBS = SimpleNamespace(
 SETTINGS = Settings(seed=0, warmup=1, check_rows=8, rounds=2, min_seconds=0.01)
 
 
-H100 = {
-    "name": "NVIDIA H100 80GB HBM3",
-    "capability": [9, 0],
-    "sm_count": 132,
-    "memory_bytes": 85 << 30,
-    "l2_bytes": 50 << 20,
-    "uuid": "8f0e2d6a-0000-4000-8000-000000000001",
-    "power_limit_w": 700.0,
-    "max_sm_mhz": 1980,
-    "max_mem_mhz": 2619,
-    "sm_mhz": 1755,
-    "power_w": 690.0,
-    "temp_c": 61,
-    "reasons": 4,
-}
-
-
-# A played H100 with a 1 MiB L2, so that tiny shapes rotate over a few operand sets, not 4096.
-SMALL_L2 = [{**H100, "l2_bytes": 1 << 20}]
-
-
-def point(played_state, dtype="float32", shape=(64, 64, 64)):
+def point(dtype="float32", shape=(64, 64, 64)):
+    """One point measured on the played GPU, as the benchmark measures it."""
     gpu = gpu_info()[0]
     return measure_point("h100", dtype, list(shape), gpu_target(gpu, print), BENCH, gpu)
 
@@ -99,10 +79,9 @@ def test_a_played_h100_pod_measures_h100_and_the_laptop_renders_it(tmp_path):
 
 
 def played_machine(where, **changes) -> str:
-    """A machine file for $PLAYED_MACHINE: the played H100 with a 1 MiB L2 (tiny shapes then
-    rotate over a few operand sets, not 4096), and `changes`."""
+    """A machine file for $PLAYED_MACHINE: the played small-L2 H100 with `changes`."""
     path = where / "machine.json"
-    path.write_text(json.dumps({"driver": "580.65.06", "gpus": SMALL_L2, **changes}))
+    path.write_text(json.dumps({"like": "small_l2", **changes}))
     return str(path)
 
 
@@ -180,22 +159,22 @@ def test_no_knobs_is_honoured_and_the_suite_writes_its_json(played, tmp_path, ca
 
 
 def test_a_dtype_whose_call_raises_is_a_failed_row_and_the_rest_is_measured(played):
-    state = played("h100", float8_raises="CUDA error: operation not supported (played)")
-    failed = point(state, "float8_e4m3fn")
+    played("h100", float8_raises="CUDA error: operation not supported (played)")
+    failed = point("float8_e4m3fn")
     assert failed.status == "failed" and failed.samples_s == []
     assert (
         failed.reason
         == "the call raised: RuntimeError: CUDA error: operation not supported (played)"
     )
-    assert point(state, "float16").status == "measured"
+    assert point("float16").status == "measured"
 
 
 # Hosts: a gVisor-like sandbox, a box of two GPUs, a MIG slice, an image without NVML.
 
 
 def test_on_a_gvisor_like_host_the_labs_own_process_is_not_another(played):
-    state = played("gvisor")
-    measured = point(state)
+    played("gvisor")
+    measured = point()
     assert measured.status == "measured"
     assert measured.other_processes == ""  # NVML listed this process under a host PID
     assert measured.power_source.startswith("mean of NVML's power readings")
@@ -205,7 +184,8 @@ def test_on_a_gvisor_like_host_the_labs_own_process_is_not_another(played):
 
 
 def test_a_shared_gpu_names_the_other_process(played):
-    measured = point(played("shared"))
+    played("shared")
+    measured = point()
     assert measured.other_processes == "pid 4242 python3 train.py, 30.0 GiB"
 
 
@@ -215,7 +195,7 @@ def test_a_two_gpu_box_measures_the_gpu_asked_for_and_reads_its_limits(played, m
     (gpu,) = gpu_info()
     assert gpu["index"] == 0 and gpu["name"] == "NVIDIA H100 PCIe"
     assert gpu["power_limit_w"] == 350.0 and gpu["max_sm_clock_mhz"] == 1755  # not GPU 0's
-    measured = point(state)
+    measured = point()
     assert measured.sm_clock_mhz == 1620 and measured.power_w == pytest.approx(340, rel=0.05)
     assert state.contexts == {1}
 
@@ -245,15 +225,16 @@ def test_without_nvidia_ml_py_the_gpus_torch_sees_are_still_found(played, monkey
 # Knobs on the played GPU.
 
 
-def knobs(state):
+def knobs():
+    """Every GPU knob on the played GPU, by name; and TunableOp's results."""
     gpu = gpu_info()[0]
     rows, tuning = measure_knobs("h100", gpu_target(gpu, print), gpu, KNOBS, SETTINGS, print)
     return {r["knob"]: r for r in rows}, tuning
 
 
 def test_tunableop_with_only_the_default_solution_is_skipped_and_writes_nothing_at_exit(played):
-    state = played("h100", gpus=SMALL_L2)
-    rows, _ = knobs(state)
+    state = played("small_l2")
+    rows, _ = knobs()
     tunable = rows["cuBLASLt -> TunableOp"]
     assert tunable["status"] == "skipped" and "only the 'Default' solution" in tunable["reason"]
     assert state.tunable["on_exit"] is False  # nothing written into a folder that is gone
@@ -263,7 +244,7 @@ def test_tunableop_with_only_the_default_solution_is_skipped_and_writes_nothing_
 def test_tunableop_with_solutions_to_search_is_measured_and_checked_inside_its_context(
     played, monkeypatch
 ):
-    state = played("h100", gpus=SMALL_L2, tunable_solutions=["Default", "Gemm_Hipblaslt_1234"])
+    state = played("small_l2", tunable_solutions=["Default", "Gemm_Hipblaslt_1234"])
     import roofline.knobs
 
     checked_with = []
@@ -274,15 +255,15 @@ def test_tunableop_with_solutions_to_search_is_measured_and_checked_inside_its_c
         return prepare(*args, **kwargs)
 
     monkeypatch.setattr(roofline.knobs, "prepare_matmul", spy)
-    rows, tuning = knobs(state)
+    rows, tuning = knobs()
     assert rows["cuBLASLt -> TunableOp"]["status"] == "measured"
     assert True in checked_with  # the tuned side was checked with TunableOp on
     assert "Gemm_Hipblaslt_1234" in tuning
 
 
 def test_the_residency_knob_replays_both_sides_from_graphs_captured_on_their_stream(played):
-    state = played("h100", gpus=SMALL_L2)
-    rows, _ = knobs(state)
+    state = played("small_l2")
+    rows, _ = knobs()
     residency = rows["rotated -> L2-resident"]
     assert residency["status"] == "measured", residency["reason"]
     assert residency["baseline"].startswith("rotated over ") and residency["variant"] == (

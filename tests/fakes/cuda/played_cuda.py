@@ -77,6 +77,8 @@ MACHINES = {
     "two_gpus": {"driver": "580.65.06", "gpus": [H100_SXM, H100_PCIE]},
     # One MIG slice of an A100: its own UUID; power and clocks are its parent's.
     "mig": {"driver": "580.65.06", "gpus": [A100_MIG]},
+    # An H100 with a 1 MiB L2: tiny test shapes rotate over a few operand sets, not 4096.
+    "small_l2": {"driver": "580.65.06", "gpus": [dict(H100_SXM, l2_bytes=1 << 20)]},
     # A shared GPU: another process computes on it.
     "shared": {
         "driver": "580.65.06",
@@ -89,13 +91,16 @@ HOST_PID_OFFSET = 700_000  # how far a sandbox's host numbers this process
 
 
 def machine(name: str | dict | None = None) -> dict:
-    """The machine to play: a name of MACHINES, a JSON file of the same form, or the dict."""
-    if isinstance(name, dict):
-        return name
-    name = name or os.environ.get("PLAYED_MACHINE", "h100")
-    if name.endswith(".json"):
-        return json.loads(Path(name).read_text())
-    return MACHINES[name]
+    """The machine to play: a name of MACHINES, a JSON file of the same form, or the dict; one
+    that says `"like": NAME` is that machine with its other keys changed."""
+    if not isinstance(name, dict):
+        name = name or os.environ.get("PLAYED_MACHINE", "h100")
+        if not name.endswith(".json"):
+            return MACHINES[name]
+        name = json.loads(Path(name).read_text())
+    changes = dict(name)
+    like = changes.pop("like", None)
+    return {**MACHINES[like], **changes} if like else changes
 
 
 class State:
