@@ -275,6 +275,29 @@ def test_the_residency_knob_replays_both_sides_from_graphs_captured_on_their_str
     assert state.captured_on == state.streams_used[-3:]
 
 
+def test_a_call_under_the_graph_threshold_is_also_timed_from_a_graph_and_the_faster_kept(
+    played, monkeypatch
+):
+    from roofline import kernels
+
+    state = played("h100")
+    monkeypatch.setattr(kernels, "GRAPH_BELOW_S", 1e9)  # every call counts as short here
+    cuda = kinds.Cuda(0, gpu_info()[0]["uuid"])
+    point = kernels.measure_matmul(
+        64, 64, 64, "float32", cuda, seed=0, warmup=1, repeats=5, check_rows=8, cache_bytes=None
+    )
+    assert len(state.captured_on) == 1  # a graph was captured and replayed
+    if point.timing.startswith("CUDA graph of "):
+        assert point.buffer_sets >= 1 and len(point.samples) >= 5
+    else:
+        assert point.timing == "cuda events, calls back to back (a CUDA graph was not faster)"
+    monkeypatch.setattr(kernels, "GRAPH_BELOW_S", 0.0)  # and no call counts as short
+    point = kernels.measure_matmul(
+        64, 64, 64, "float32", cuda, seed=0, warmup=1, repeats=5, check_rows=8, cache_bytes=None
+    )
+    assert point.timing == "cuda events, calls back to back" and len(state.captured_on) == 1
+
+
 def test_the_labs_residency_shape_is_memory_bound_and_fits_in_every_l2():
     import yaml
 
