@@ -11,16 +11,11 @@ from omegaconf import DictConfig
 
 from roofline.ceilings import headline
 from roofline.config import to_plain
+from roofline.datasheets import judged, measured_name
 from roofline.errors import SchemaError
 from roofline.interpret import interpret, lab_checks, peaks
-from roofline.schema import (
-    CSV_COLUMNS,
-    KNOB_COLUMNS,
-    Row,
-    knob_row,
-    measurement_from_dict,
-    read_json,
-)
+from roofline.rows import CSV_COLUMNS, KNOB_COLUMNS, Row, knob_row
+from roofline.schema import measurement_from_dict, read_json
 
 LAB = "x4-roofline: dense matmul, FP16 8192^3 on GPUs (FP32 through the BLAS on a CPU)"
 
@@ -43,11 +38,11 @@ def load_record(
 
 
 def device_rows(
-    name: str, dev: DictConfig, record: dict[str, Any], sweep: dict[str, Any] | None
+    dev: dict[str, Any], record: dict[str, Any], sweep: dict[str, Any] | None
 ) -> list[Row]:
-    """The device's lab rows, then its sweep's, interpreted against its conf."""
+    """The device's lab rows, then its sweep's, interpreted against its datasheet (judged)."""
     points = record["rows"] + (sweep["rows"] if sweep else [])
-    return interpret(points, dev, record, dev.sku)
+    return interpret(points, dev, record)
 
 
 def results_table(rows: list[Row]) -> pd.DataFrame:
@@ -82,26 +77,31 @@ def metrics(table: pd.DataFrame) -> dict[str, Any]:
 
 
 def device_entry(
-    dev: DictConfig, record: dict[str, Any], sweep: dict[str, Any] | None, rows: pd.DataFrame
+    dev: dict[str, Any], record: dict[str, Any], sweep: dict[str, Any] | None, rows: pd.DataFrame
 ) -> dict[str, Any]:
-    """The device's manifest entry: its interpretation (SKU, price, datasheet, the lab's
-    bands), and for a measured device what, when, where and with what it was measured."""
-    kind = dev.kind.name
+    """The device's manifest entry: its interpretation (the SKU judged, its datasheet and price,
+    the lab's bands), and for a measured device what, when, where and with what it was
+    measured."""
+    kind = dev["kind"]
     entry = {
-        "sku": dev.sku,
+        "sku": dev["sku"],
         "kind": kind,
         "status": record["status"],
-        "show_pending": dev.show_pending,
-        "cost_per_hour_usd": dev.cost_per_hour,
+        "show_pending": dev["show_pending"],
+        "cost_per_hour_usd": dev["cost_per_hour"],
         "datasheet": {
-            "peak_tflops": {d: tf for d, tf in to_plain(dev.peak_tflops).items() if tf is not None},
-            "memory_bandwidth_gbps": dev.memory_bandwidth_gbps,
-            "peak_clock_mhz": dev.peak_clock_mhz,
-            "sm_count": dev.sm_count,
+            "sku_name": dev["sku_name"],
+            "source": dev["source"],
+            "missing": dev["missing"],
+            "peak_tflops": dev["peak_tflops"],
+            "memory_bandwidth_gbps": dev["memory_bandwidth_gbps"],
+            "peak_clock_mhz": dev["peak_clock_mhz"],
+            "sm_count": dev["sm_count"],
         },
         "lab": {
-            "band_tflops": to_plain(dev.lab_band_tflops),
-            "done_tflops": to_plain(dev.lab_done_tflops),
+            "band_tflops": dev["lab_band_tflops"],
+            "done_tflops": dev["lab_done_tflops"],
+            "written_for": dev["lab_sku"],
         },
     }
     if record["status"] != "measured":
@@ -111,7 +111,7 @@ def device_entry(
     checks = []
     if head is not None and head.dtype == "float16":
         checks = lab_checks(
-            dev.lab_band_tflops.get("float16"), dev.lab_done_tflops.get("float16"), head
+            dev["lab_band_tflops"].get("float16"), dev["lab_done_tflops"].get("float16"), head
         )
     entry |= {
         "hardware": record["hardware"],
@@ -123,8 +123,8 @@ def device_entry(
         "threads": run["threads"],
         "wall_s": run["wall_s"],
         "run_cost_usd": None
-        if dev.cost_per_hour is None
-        else dev.cost_per_hour * run["wall_s"] / 3600,
+        if dev["cost_per_hour"] is None
+        else dev["cost_per_hour"] * run["wall_s"] / 3600,
         "peaks_used": {
             dtype: {"tflops": tflops, "source": source}
             for dtype, (tflops, source) in peaks(dev, record).items()
@@ -178,14 +178,14 @@ def aggregate(
     knobs: dict[str, dict[str, Any]] | None = None,
 ) -> Deliverables:
     """Every device's measurements joined with their interpretation, in config order."""
-    rows = {
-        name: device_rows(name, cfg.devices[name], records[name], sweeps[name]) for name in records
+    sheets = {
+        name: judged(name, to_plain(cfg.devices[name]), measured_name(record))
+        for name, record in records.items()
     }
+    rows = {name: device_rows(sheets[name], records[name], sweeps[name]) for name in records}
     table = results_table([r for name in records for r in rows[name]])
     devices = {
-        name: device_entry(
-            cfg.devices[name], records[name], sweeps[name], table[table.device == name]
-        )
+        name: device_entry(sheets[name], records[name], sweeps[name], table[table.device == name])
         for name in records
     }
     for name, record in (knobs or {}).items():

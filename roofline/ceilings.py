@@ -12,7 +12,7 @@ from roofline.arithmetic import matmul_bytes, matmul_flops
 from roofline.dtypes import LAB_DTYPE
 from roofline.errors import SchemaError
 from roofline.interpret import assumed_clock_mhz
-from roofline.schema import CSV_COLUMNS, KNOB_COLUMNS
+from roofline.rows import CSV_COLUMNS, KNOB_COLUMNS
 
 REMAKE = "remake it from the recorded results: `uv run dvc repro --force -s aggregate`"
 

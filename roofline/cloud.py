@@ -22,8 +22,10 @@ from typing import Any
 
 import yaml
 
-from roofline.config import device_config, load_params
+from roofline.config import device_config, to_plain
+from roofline.datasheets import judged
 from roofline.errors import ConfigError, RooflineError, run
+from roofline.lab_schema import load_lab_params
 from roofline.paths import device_dir, fingerprint_path, results_path
 from roofline.pipeline import SECRETS, task_path
 
@@ -33,7 +35,7 @@ HANDED_BACK = ("dvc.lock", "results.json")
 
 def expected_cost(cost_per_hour: float | None, minutes: float) -> str:
     if cost_per_hour is None:
-        return "unknown: no cost_per_hour in conf/device for this device; SkyPilot's table shows the price"
+        return "unknown: no cost_per_hour in its conf/device datasheet; SkyPilot's table shows the price"
     return f"about ${cost_per_hour * minutes / 60:.2f} ({minutes:g} min at ${cost_per_hour:g}/h, conf/device)"
 
 
@@ -120,7 +122,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     name = args.device
-    dev = device_config(load_params(), name)
+    # Priced as the lab's SKU, the device's first datasheet line: the pod may get another.
+    dev = judged(name, to_plain(device_config(load_lab_params(), name)), None)
     if not task_path(name).exists():
         known = ", ".join(sorted(p.stem for p in task_path(name).parent.glob("*.yaml")))
         raise ConfigError(
@@ -134,7 +137,9 @@ def main(argv: list[str] | None = None) -> None:
         raise ConfigError("nothing was launched:\n  " + "\n  ".join(missing))
     for problem in missing:
         print(f"a launch would stop here: {problem}")
-    print(f"{name} ({dev.sku}): expected cost {expected_cost(dev.cost_per_hour, args.minutes)}")
+    print(
+        f"{name} ({dev['sku']}): expected cost {expected_cost(dev['cost_per_hour'], args.minutes)}"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         launch, fetch, down = commands(name, Path(tmp))
         try:

@@ -13,8 +13,10 @@ from pathlib import Path
 import yaml
 from dvc.utils.hydra import compose_and_dump
 
-from roofline.config import PARAMS_FILE, load_params, measuring, parse_params
+from roofline.config import PARAMS_FILE, load_params, parse_params
 from roofline.errors import ConfigError, run
+from roofline.lab_schema import LabConfig
+from roofline.lab_schema import check as check_datasheets
 from roofline.paths import fingerprint_path, knobs_path, results_path, sweep_path
 from roofline.pipeline import orphans, pipeline_files
 from roofline.records import (
@@ -59,7 +61,8 @@ def generated(root: Path, overrides: list[str]) -> dict[Path, str]:
         params = compose(root, overrides)
     except Exception as err:  # Hydra names the bad override or value
         raise ConfigError(explain(err)) from err
-    parse_params(params, root / "conf", "conf/ composed")  # what the schema's types let through
+    # What the schema's types let through, datasheets included.
+    parse_params(params, root / "conf", "conf/ composed", LabConfig, (check_datasheets,))
     return {PARAMS_FILE: params} | pipeline_files(yaml.safe_load(params)["devices"], root)
 
 
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
         # dependency, iterative/dvc#9818); the first `dvc repro` replaces these records.
         if results_path(name).exists() or lock_records_results(name):
             continue
-        dev = measuring(cfg.devices[name])
+        dev = cfg.devices[name]
         write_json_atomic(fingerprint_path(name), never_measured(name))
         write_json_atomic(results_path(name), pending_record(name, dev))
         write_json_atomic(sweep_path(name), sweep_record(name, cfg.sweep.name, "pending"))

@@ -5,6 +5,7 @@ into `params.yaml`; stages read `params.yaml` through `load_params`, so both pat
 this one schema."""
 
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -12,7 +13,6 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from roofline.arithmetic import matmul_bytes
 from roofline.backends import ALLOWED, spec_error
 from roofline.dtypes import NAMES
 from roofline.errors import ConfigError
@@ -41,37 +41,17 @@ class Recognise:
 
 @dataclass
 class DeviceConfig:
+    """What a device's measuring stages read of it (MEASURING_KEYS). Its datasheets, price and
+    the lab's bands are interpretation (roofline.lab_schema), so a fix there re-renders the
+    deliverables and re-measures nothing."""
+
     kind: Kind = MISSING
-    sku: str = MISSING
-    cost_per_hour: float | None = None  # US dollars; null where unknown
     recognise: Recognise = field(default_factory=Recognise)
-    # Dense datasheet peaks in TFLOP/s, every dtype of the registry (so `-S` can set any);
-    # null: none known (a CPU's is then computed from its measured clock and instruction set).
-    peak_tflops: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(NAMES))
-    # Datasheet memory bandwidth (GB/s, 1e9) and capacity (GB); null where unknown.
-    memory_bandwidth_gbps: float | None = None
-    memory_gb: float | None = None
-    # GPUs: the SM clock the datasheet's dense peak assumes (peak = SMs x FLOP/clock x clock),
-    # which a clock under load is compared with; and the SM count, from the same datasheet.
-    peak_clock_mhz: float | None = None
-    sm_count: int | None = None
-    # CPU only: the clock used for the computed peak; null means the probe's reading.
-    clock_ghz: float | None = None
-    # The lab's sanity band (expected TFLOP/s, low and high; the report allows +-20%) and its
-    # done threshold, per dtype, where the lab gives them.
-    lab_band_tflops: dict[str, list[float]] = field(default_factory=dict)
-    lab_done_tflops: dict[str, float] = field(default_factory=dict)
     dtypes: list[DType] = field(default_factory=list)
     shapes: list[list[int]] = field(default_factory=list)
     # The libraries each point goes through (roofline/backends.py): torch; on a CPU also numpy's
     # BLAS, or "module:function" of your own. The fastest is the device's headline.
     backends: list[str] = field(default_factory=lambda: ["torch"])
-    # Whether a device never measured gets its own line in the report and roof in the plot (the
-    # lab's devices); otherwise it appears once measured, and is named in one line until then.
-    show_pending: bool = True
-    # GPUs: SkyPilot's accelerator names for this device, in order of preference (the SXM name
-    # first where a cloud has one); empty: no pod task file.
-    sky_accelerators: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -123,8 +103,8 @@ class Config:
     devices: dict[str, DeviceConfig] = field(default_factory=dict)
 
 
-def check(cfg: DictConfig, conf: Path | None = None) -> None:
-    """Raise ConfigError listing every value the schema's types let through but is wrong.
+def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
+    """Every value the schema's types let through but is wrong, each naming what is allowed.
     `conf` is the conf/ directory the config was composed from, whose sweeps are the known
     ones."""
     errors = []
@@ -173,15 +153,6 @@ def check(cfg: DictConfig, conf: Path | None = None) -> None:
                 )
     for name, dev in cfg.devices.items():
         where = f"devices.{name}"
-        for table in ("peak_tflops", "lab_band_tflops", "lab_done_tflops"):
-            for key in dev[table]:
-                if key not in NAMES:
-                    errors.append(f"{where}.{table} has key {key!r}; allowed: {', '.join(NAMES)}")
-        for key, band in dev.lab_band_tflops.items():
-            if len(band) != 2 or not 0 < band[0] <= band[1]:
-                errors.append(
-                    f"{where}.lab_band_tflops.{key}={list(band)}; allowed: [low, high], 0 < low <= high"
-                )
         if not dev.dtypes:
             errors.append(f"{where}.dtypes is empty; allowed: a list of {', '.join(NAMES)}")
         if not dev.backends:
@@ -194,30 +165,12 @@ def check(cfg: DictConfig, conf: Path | None = None) -> None:
                 errors.append(f"{where}.backends has {wrong}")
         if not dev.shapes:
             errors.append(f"{where}.shapes is empty; allowed: a list of [M, N, K]")
-        copy_bytes = 2 * cfg.bench.copy_mib * 2**20  # source and destination
-        if dev.memory_gb is not None and copy_bytes > 0.8 * dev.memory_gb * 1e9:
-            errors.append(
-                f"bench.copy_mib={cfg.bench.copy_mib}: its two buffers need "
-                f"{copy_bytes / 1e9:.1f} GB; allowed: at most 80% of {where}'s {dev.memory_gb} GB"
-            )
         for shape in dev.shapes:
             if len(shape) != 3 or any(d < 1 for d in shape):
                 errors.append(
                     f"{where}.shapes has {list(shape)}; allowed: [M, N, K] of positive integers"
                 )
-                continue
-            if dev.memory_gb is None:
-                continue  # checked against the live machine's memory by the benchmark
-            for dtype in dev.dtypes:
-                need = matmul_bytes(*shape, dtype.name)
-                if need > dev.memory_gb * 1e9:
-                    errors.append(
-                        f"{where}.shapes has {list(shape)}: its {dtype.name} operands need "
-                        f"{need / 1e9:.1f} GB; allowed: at most the device's "
-                        f"{dev.memory_gb} GB"
-                    )
-    if errors:
-        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+    return errors
 
 
 def differs_from_commit(path: Path) -> bool:
@@ -233,24 +186,52 @@ def differs_from_commit(path: Path) -> bool:
     return done.returncode == 1
 
 
-def parse_params(text: str, conf: Path, where: str) -> DictConfig:
-    """Composed params (YAML text) merged onto the schema and checked against `conf`."""
+# What changes a measurement: a device's measuring stages depend on these keys of it (the
+# pipeline files list them as params) and read nothing else of it.
+PROBE_KEYS = ("kind", "recognise")
+MEASURING_KEYS = (*PROBE_KEYS, "dtypes", "shapes", "backends")
+
+Checks = Callable[[DictConfig, Path | None], list[str]]
+
+
+def parse_params(
+    text: str, conf: Path, where: str, schema: type = Config, checks: tuple[Checks, ...] = ()
+) -> DictConfig:
+    """Composed params (YAML text) merged onto `schema` and checked against `conf`. The
+    measuring schema (`Config`) reads only each device's MEASURING_KEYS, so a measuring stage
+    never sees, nor depends on, the interpretation (roofline.lab_schema adds it)."""
     try:
-        cfg = OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.create(text))
+        data = OmegaConf.create(text)
+        if schema is Config:
+            devices = data.get("devices") or {}
+            data.devices = {
+                name: OmegaConf.masked_copy(dev, [k for k in MEASURING_KEYS if k in dev])
+                for name, dev in devices.items()
+            }
+        cfg = OmegaConf.merge(OmegaConf.structured(schema), data)
     except Exception as err:  # omegaconf's validation errors name the key and the value
         raise ConfigError(f"{where}: {err}") from err
-    check(cfg, conf)
+    validate(cfg, conf, checks)
     return cfg
 
 
-def load_params(path: Path = PARAMS_FILE) -> DictConfig:
+def validate(cfg: DictConfig, conf: Path | None = None, checks: tuple[Checks, ...] = ()) -> None:
+    """Raise ConfigError listing every wrong value that `check` and `checks` find."""
+    errors = [error for rule in (check, *checks) for error in rule(cfg, conf)]
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+
+
+def load_params(
+    path: Path = PARAMS_FILE, schema: type = Config, checks: tuple[Checks, ...] = ()
+) -> DictConfig:
     """params.yaml merged onto the schema and checked; raises ConfigError naming bad values,
     and how to undo them when they came from an override (`dvc exp run -S` leaves a failed
     override in params.yaml)."""
     if not path.exists():
         raise ConfigError(f"{path} not found: run from the repository root")
     try:
-        cfg = parse_params(path.read_text(), path.parent / "conf", str(path))
+        cfg = parse_params(path.read_text(), path.parent / "conf", str(path), schema, checks)
     except ConfigError as err:
         if differs_from_commit(path):
             raise ConfigError(
@@ -266,18 +247,6 @@ def device_config(cfg: DictConfig, name: str) -> DictConfig:
     if name not in cfg.devices:
         raise ConfigError(f"unknown device {name!r}; allowed: {', '.join(cfg.devices)}")
     return cfg.devices[name]
-
-
-# What changes a measurement: a device's measuring stages depend on these keys of it (the
-# pipeline files list them as params) and read nothing else of it. Everything else (SKU, price,
-# datasheet peaks and bandwidth, the lab's bands) is interpretation, applied by `aggregate`.
-PROBE_KEYS = ("kind", "recognise")
-MEASURING_KEYS = (*PROBE_KEYS, "dtypes", "shapes", "backends")
-
-
-def measuring(dev: DictConfig) -> DictConfig:
-    """The part of a device's config that its measuring stages may read."""
-    return OmegaConf.masked_copy(dev, list(MEASURING_KEYS))
 
 
 def to_plain(node: Any) -> Any:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from roofline import arithmetic as ar
+from roofline.datasheets import judged
 from roofline.dtypes import NAMES
 from roofline.errors import HardwareError, run
 from roofline.hardware import find_device, gpu_info, identity
@@ -35,7 +36,9 @@ from roofline.measure import (
     measure_point,
     raised,
 )
-from roofline.schema import KnobMeasurement, knob_row
+from roofline.roofs import mfu
+from roofline.rows import knob_row
+from roofline.schema import KnobMeasurement
 
 SUITE_DTYPES = NAMES  # every dtype of the registry runs on a GPU
 
@@ -46,14 +49,18 @@ def device_files(conf: Path = Path("conf/device")) -> dict[str, dict[str, Any]]:
 
 
 def match(gpu: dict[str, Any], devices: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    """(the device that recognises this GPU, judged against the datasheet of its name)."""
     for name, dev in devices.items():
         if dev.get("kind") == "cuda" and find_device(dev, {"cpu": {}, "gpus": [gpu]}):
-            return name, dev
+            sheet = judged(name, dev, gpu["name"])
+            if sheet["missing"]:
+                print(f"note: {sheet['missing']}")
+            return name, sheet
     print(
         f"note: {gpu['name']!r} matches no conf/device/*.yaml: MFU is left blank "
         "(README: adding a device)"
     )
-    return gpu["name"], {"kind": "cuda", "peak_tflops": {}, "recognise": {}}
+    return gpu["name"], judged(gpu["name"], {"kind": "cuda", "recognise": {}}, gpu["name"])
 
 
 def cell(value: Any, fmt: str) -> str:
@@ -101,7 +108,7 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: Bench, knobs: 
     name, dev = match(gpu, devices)
     mig = f", a MIG slice of {gpu['mig_parent']}" if gpu.get("mig_parent") else ""
     print(
-        f"\n{gpu['name']}: recognised as {name} ({dev.get('sku', 'no device file')}){mig}; "
+        f"\n{gpu['name']}: recognised as {name} ({dev['sku']}){mig}; "
         f"sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs, driver {gpu.get('driver')}, "
         f"CUDA {gpu.get('cuda')}, cuBLASLt {gpu.get('cublaslt')}, power limit "
         f"{gpu.get('power_limit_w')} W",
@@ -113,15 +120,22 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: Bench, knobs: 
     points = []
     for dtype in SUITE_DTYPES:
         points.append(measure_point(name, dtype, [size] * 3, target, bench, gpu))
-        print(describe(points[-1], dev["peak_tflops"].get(dtype)), flush=True)
-    rows = interpret(points, dev, {}, dev.get("sku", gpu["name"]))
+        peak = dev["peak_tflops"].get(dtype)
+        line, point = describe(points[-1]), points[-1]
+        if peak and point.status == "measured":
+            rate = ar.tflops(
+                ar.matmul_flops(*[size] * 3), ar.summarize(point.samples_s)["median_s"]
+            )
+            line = line.replace(" TFLOP/s (", f" TFLOP/s, MFU {mfu(rate, peak):.1%} (", 1)
+        print(line, flush=True)
+    rows = interpret(points, dev, {})
     copy = measure_memory_ceiling(target, bench, 1 << 30)
     copy_tbps = copy["gbps"] / 1e3
     fp16 = next((r for r in rows if r.dtype == "float16" and r.status == "measured"), None)
     checks = (
         lab_checks(
-            dev.get("lab_band_tflops", {}).get("float16"),
-            dev.get("lab_done_tflops", {}).get("float16"),
+            dev["lab_band_tflops"].get("float16"),
+            dev["lab_done_tflops"].get("float16"),
             fp16,
         )
         if fp16
@@ -129,7 +143,7 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: Bench, knobs: 
     )
     rows = [asdict(r) for r in rows]
     print(
-        f"\n{table(rows, dev.get('peak_clock_mhz'))}\n"
+        f"\n{table(rows, dev['peak_clock_mhz'])}\n"
         "float8 rows use exact accumulation (use_fast_accum=False); the knobs measure fast.\n"
         f"copy 1 GiB device-to-device: {copy_tbps:.2f} TB/s (read + write, median, spread "
         f"{copy['spread']:.1%})"

@@ -218,8 +218,37 @@ def check_description(described: Any, where: str) -> None:
                 raise HardwareError(f"{where}: {part}.{key}={value!r}; allowed: {allowed}")
 
 
-def live_hardware() -> dict[str, Any]:
-    """This machine, or the description in $ROOFLINE_HARDWARE when it is set."""
+# This machine's description, found once per boot: the pipeline's stages read it from here
+# (py-cpuinfo's full probe spawns a process, and torch takes seconds to import).
+BOOT_CACHE = Path(".dvc/tmp/hardware.json")
+
+
+def boot() -> dict[str, Any]:
+    """What the cached description holds for: this boot, the GPUs CUDA may see, the torch
+    installed (another torch may see other GPUs)."""
+    try:
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:  # macOS, Windows
+        import psutil
+
+        boot_id = psutil.boot_time()
+    try:
+        from importlib.metadata import version
+
+        torch_version = version("torch")
+    except Exception:
+        torch_version = None
+    return {
+        "boot": boot_id,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "torch": torch_version,
+    }
+
+
+def live_hardware(cache: Path | None = None) -> dict[str, Any]:
+    """This machine, or the description in $ROOFLINE_HARDWARE when it is set. With `cache`,
+    the description found earlier in this boot, if there is one (delete the file to probe
+    again: after reconfiguring MIG, say)."""
     override = os.environ.get(HARDWARE_ENV)
     if override:
         path = Path(override)
@@ -230,8 +259,21 @@ def live_hardware() -> dict[str, Any]:
             raise HardwareError(f"{where}: cannot read it as JSON: {err}") from err
         check_description(described, where)
         return {"apple_gpus": [], **described, "described_by": str(path)}
+    key = boot() if cache else None
+    if cache and cache.exists():
+        try:
+            cached = json.loads(cache.read_text())
+        except ValueError:
+            cached = {}
+        if cached.get("for") == key:
+            return cached["hardware"]
     cpu = cpu_info()
-    return {"cpu": cpu, "gpus": gpu_info(), "apple_gpus": apple_gpus(cpu)}
+    found = {"cpu": cpu, "gpus": gpu_info(), "apple_gpus": apple_gpus(cpu)}
+    if cache:
+        from roofline.schema import write_json_atomic
+
+        write_json_atomic(cache, {"for": key, "hardware": found})
+    return found
 
 
 def kind(dev: DictConfig | dict) -> str:

@@ -7,10 +7,12 @@ read as a dict by the GPU suite); no pandas, no omegaconf."""
 
 from typing import Any
 
-from roofline.arithmetic import cpu_flop_per_cycle, cpu_peak_tflops
+from roofline.arithmetic import cpu_flop_per_cycle
 from roofline.dtypes import DTYPES
 from roofline.hardware import kind
-from roofline.schema import Measurement, Row, row
+from roofline.roofs import cpu_peak_tflops
+from roofline.rows import Row, row
+from roofline.schema import Measurement
 
 LAB_CAUSES = "no warm-up, no synchronisation, a wrong FLOP count, or throttled clocks"
 
@@ -25,10 +27,12 @@ def assumed_clock_mhz(
 
 
 def peaks(dev: Any, record: dict[str, Any]) -> dict[str, tuple[float, str]]:
-    """Dense peak TFLOP/s and where it comes from, per dtype: `peak_tflops` in the device's conf
-    (a GPU's datasheet); on a CPU, for dtypes without one, cores x clock x FLOP per cycle of the
-    best native instruction set, the clock from conf (`clock_ghz`) or as the run measured it."""
-    source = "datasheet (dense)" if kind(dev) == "cuda" else "set in conf"
+    """Dense peak TFLOP/s and where it comes from, per dtype: `peak_tflops` of the datasheet the
+    device is judged against (roofline.datasheets.judged); on a CPU, for dtypes without one,
+    cores x clock x FLOP per cycle of the best native instruction set, the clock from the
+    datasheet (`clock_ghz`) or as the run measured it."""
+    source = f"datasheet (dense): {dev.get('source') or dev.get('sku')}"
+    source = source if kind(dev) == "cuda" else "set in conf"
     out = {
         dtype: (float(tflops), source)
         for dtype, tflops in dev["peak_tflops"].items()
@@ -62,28 +66,33 @@ def no_peak(dev: Any, dtype: str, record: dict[str, Any]) -> str:
         if record.get("clock", {}).get("ghz") is None and not dev.get("clock_ghz"):
             return (
                 f"no clock known ({record.get('clock', {}).get('source', 'not recorded')}): set "
-                "clock_ghz or peak_tflops in the device's conf file"
+                "clock_ghz or peak_tflops in its datasheet line (conf/device, skus)"
             )
         found = record["found"]
         return (
             f"no computed peak: no FLOP per cycle is known for {dtype} on {found['model']} "
-            f"(flags: {', '.join(found['isa']) or 'none known'}); set peak_tflops.{dtype} in the "
-            "device's conf file, or read the measured FMA ceiling"
+            f"(flags: {', '.join(found['isa']) or 'none known'}); set peak_tflops.{dtype} in its "
+            "datasheet line (conf/device, skus), or read the measured FMA ceiling"
         )
-    return f"no datasheet peak for {dtype}: set peak_tflops.{dtype} in the device's conf file"
+    if dev.get("missing"):
+        return dev["missing"]
+    return f"no datasheet peak for {dtype}: set peak_tflops.{dtype} in the {dev.get('sku')} line"
 
 
-def interpret(points: list[Measurement], dev: Any, record: dict[str, Any], sku: str) -> list[Row]:
+def interpret(points: list[Measurement], dev: dict[str, Any], record: dict[str, Any]) -> list[Row]:
     """results.csv rows for a device's points (its lab record's or its sweep's): each against
-    the peak of its dtype, pending ones saying where to measure them. `record` is the device's
-    lab results record, whose run the peaks come from."""
+    the peak of its dtype in `dev`, the device judged against the datasheet of the SKU measured
+    (roofline.datasheets.judged); pending ones saying where to measure them. `record` is the
+    device's lab results record, whose run the peaks come from."""
     peak_of = peaks(dev, record)
     rows = []
     for point in points:
         peak, source = peak_of.get(point.dtype, (None, no_peak(dev, point.dtype, record)))
         out = row(point, peak, source)
         if out.status == "pending":
-            out.reason = f"never measured: run `uv run dvc repro` on a machine with {sku}"
+            out.reason = f"never measured: run `uv run dvc repro` on a machine with {dev['sku']}"
+        else:
+            out.sku = dev["sku"]
         rows.append(out)
     return rows
 

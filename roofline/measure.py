@@ -16,7 +16,7 @@ from roofline import arithmetic as ar
 from roofline import backends, kinds, telemetry
 from roofline.dtypes import DTYPES
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
-from roofline.schema import Measurement, empty, measurement, row
+from roofline.schema import Measurement, empty, measurement
 
 
 @dataclass
@@ -124,18 +124,19 @@ def measure_point(
     )
 
 
-def describe(point: Measurement, peak_tflops: float | None = None) -> str:
-    """One log line for a point (MFU when a peak is given)."""
-    r = row(point, peak_tflops)
-    where = f"{r.device} {r.dtype} {[r.m, r.n, r.k]} ({r.backend})"
-    if r.status != "measured":
-        return f"{where}: {r.status}: {r.reason}"
-    text = f"{where}: {r.achieved_tflops:.4g} TFLOP/s"
-    if r.mfu is not None:
-        text += f", MFU {r.mfu:.1%}"
-    text += f" (median {r.median_s:.4g} s, spread {r.spread:.1%}, {r.repeats} reps)"
-    if r.sm_clock_mhz is not None:
-        text += f", SM {r.sm_clock_mhz:.0f} MHz, {r.power_w:.0f} W"
+def describe(point: Measurement) -> str:
+    """One log line for a point: what was measured (its interpretation is the aggregate's)."""
+    where = f"{point.device} {point.dtype} {[point.m, point.n, point.k]} ({point.backend})"
+    if point.status != "measured":
+        return f"{where}: {point.status}: {point.reason}"
+    stats = ar.summarize(point.samples_s)
+    rate = ar.tflops(ar.matmul_flops(point.m, point.n, point.k), stats["median_s"])
+    text = (
+        f"{where}: {rate:.4g} TFLOP/s (median {stats['median_s']:.4g} s, spread "
+        f"{stats['spread']:.1%}, {len(point.samples_s)} reps)"
+    )
+    if point.sm_clock_mhz is not None:
+        text += f", SM {point.sm_clock_mhz:.0f} MHz, {point.power_w:.0f} W"
     return text
 
 

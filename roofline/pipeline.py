@@ -9,6 +9,7 @@ Each stage depends on exactly the code it runs (the repository's modules it impo
 from their import statements) and on exactly the params that change its output."""
 
 import ast
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,18 @@ def module_file(module: str, root: Path) -> Path | None:
 
 
 def imported_modules(path: Path) -> set[str]:
-    """Dotted names of our modules that a file imports, anywhere in it."""
+    """Dotted names of our modules that a file imports, anywhere in it, or starts as a process
+    of its own (`[sys.executable, "-m", "roofline.capped", ...]`)."""
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-    return {name for name in names if name.split(".")[0] in OUR_PACKAGES}
+        elif isinstance(node, ast.List | ast.Tuple):
+            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            names |= {module for flag, module in itertools.pairwise(words) if flag == "-m"}
+    return {name for name in names if isinstance(name, str) and name.split(".")[0] in OUR_PACKAGES}
 
 
 def code_deps(module: str, root: Path) -> list[str]:

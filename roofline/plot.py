@@ -14,10 +14,10 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from roofline.arithmetic import ridge_point, roof_tflops
 from roofline.ceilings import measured_ceilings
 from roofline.dtypes import DTYPES, LAB_DTYPE
-from roofline.schema import knob_title
+from roofline.roofs import ridge_point, roof_tflops
+from roofline.rows import knob_title
 
 INTENSITY_RANGE = (0.1, 1e4)  # FLOP/byte
 SERIES_MARKERS = {"lab": "*", "square": "o", "skinny": "v", "best-shape": "D"}

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import yaml
 
 from roofline.errors import RecordError
-from roofline.hardware import describe, describe_apart, locate
+from roofline.hardware import BOOT_CACHE, describe, describe_apart, live_hardware, locate
 from roofline.paths import device_dir, fingerprint_path
 from roofline.schema import empty, read_json
 
@@ -192,6 +192,8 @@ def measure_or_pend(
 
 def decide(name: str, dev: Any, stage: str, output: Path) -> Decision:
     """For a measuring stage writing `output`; raises RecordError when it must not run here."""
-    found, here = locate(dev)
     recorded = read_json(fingerprint_path(name))
+    if recorded["status"] == NEVER:  # pending, whatever is here: no need to look
+        return Decision("pending", None, None, recorded)
+    found, here = locate(dev, live_hardware(BOOT_CACHE))
     return Decision(measure_or_pend(name, recorded, here, stage, output), found, here, recorded)

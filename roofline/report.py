@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from roofline.arithmetic import matmul_bytes, ridge_point
+from roofline.arithmetic import matmul_bytes
 from roofline.backends import label
 from roofline.ceilings import (
     breakdown,
@@ -17,7 +17,8 @@ from roofline.ceilings import (
     why,
 )
 from roofline.dtypes import DTYPES
-from roofline.schema import KNOB_COLUMNS, knob_title
+from roofline.roofs import ridge_point
+from roofline.rows import KNOB_COLUMNS, knob_title
 
 
 def times(ratio: float) -> str:
@@ -255,6 +256,7 @@ def gap_paragraph(
         *dtype_sentences(head, rows, knobs is not None and (knobs.status == "measured").any()),
         *fma_sentences(head, entry),
         *telemetry_sentences(head, entry),
+        datasheet_sentence(entry),
         *[f"Lab check: {c}." for c in entry.get("lab_checks", [])],
         *forced_sentences(entry),
         *[
@@ -264,6 +266,20 @@ def gap_paragraph(
         unturned_sentence(knobs) if knobs is not None else "",
     ]
     return " ".join(part for part in parts if part)
+
+
+def datasheet_sentence(entry: dict[str, Any]) -> str:
+    """Where the datasheet this SKU is judged against falls short: none for its name, or the
+    lab's band written for another SKU."""
+    if entry["datasheet"].get("missing"):
+        return entry["datasheet"]["missing"][0].upper() + entry["datasheet"]["missing"][1:] + "."
+    written_for = entry.get("lab", {}).get("written_for")
+    if written_for:
+        return (
+            f"The lab's band and done threshold were written for {written_for}; this is "
+            f"{entry['sku']}, so they are not applied."
+        )
+    return ""
 
 
 def pending_paragraph(name: str, entry: dict[str, Any]) -> str:
@@ -405,9 +421,10 @@ def device_section(
     if entry["status"] != "measured":
         return [f"### {name}: {entry['sku']} (pending)", "", pending_paragraph(name, entry)]
     lab = rows[rows.series == "lab"]
+    measured = entry["hardware"].get("model") or entry["hardware"].get("name")
     title = (
-        f"### {name}: {entry['hardware'].get('model') or entry['hardware'].get('name')} "
-        f"(measured {entry['measured_at']} at {entry['git_revision'] or 'no git revision'})"
+        f"### {name}: {entry['sku']} ({'' if measured == entry['sku'] else measured + '; '}"
+        f"measured {entry['measured_at']} at {entry['git_revision'] or 'no git revision'})"
     )
     knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
     out = [title, "", gap_paragraph(name, entry, lab, knobs)]

@@ -1,10 +1,10 @@
-"""The results schema, defined once.
+"""The measurement schema, defined once: what a measuring stage records of each (device,
+dtype, shape) point, a `Measurement` (every timing sample, the correctness check, GPU
+telemetry), and of each knob, a `KnobMeasurement`; their checks when read back; atomic writes.
 
-A measuring stage records each (device, dtype, shape) point as a `Measurement`: what was
-measured and nothing else (every timing sample, the correctness check, GPU telemetry). The
-aggregate stage derives each point's figures and joins the interpretation (peaks, MFU, flags)
-into a `Row`, one line of results.csv. A price or datasheet fix so changes the rows, never the
-measurements."""
+What the aggregate stage derives from them (results.csv's rows, knobs.csv's) is in
+roofline/rows.py, which no measuring stage imports: a renamed column or a reworded flag
+re-renders the deliverables and re-measures nothing."""
 
 import contextlib
 import dataclasses
@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofline import arithmetic as ar
 from roofline.errors import SchemaError
 
 STATUSES = ("measured", "pending", "skipped", "failed")
@@ -52,26 +51,6 @@ class Measurement:
     telemetry_errors: str = ""  # NVML reads that failed
 
 
-@dataclass
-class Row(Measurement):
-    """One line of results.csv: a measurement's figures, derived from the median of its samples,
-    and their interpretation against the device's peak."""
-
-    median_s: float | None = None
-    min_s: float | None = None
-    max_s: float | None = None
-    spread: float | None = None  # (max - min) / median
-    repeats: int | None = None
-    achieved_tflops: float | None = None
-    achieved_bw_gbps: float | None = None
-    arithmetic_intensity: float | None = None
-    peak_tflops: float | None = None
-    peak_source: str = ""
-    mfu: float | None = None
-    joules_per_tflop: float | None = None
-    flag: str = ""  # non-empty marks a number that cannot be right
-
-
 # The numbers a measurement records; a row that was not measured carries none of them.
 MEASURED_NUMBERS = (
     "check_error",
@@ -80,7 +59,6 @@ MEASURED_NUMBERS = (
     "power_w",
     "temperature_max_c",
 )
-CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
 
 
 @dataclass
@@ -102,39 +80,6 @@ class KnobMeasurement:
     variant_check_error: float | None = None
     baseline_samples_s: list[float] = field(default_factory=list)
     variant_samples_s: list[float] = field(default_factory=list)
-
-
-@dataclass
-class KnobRow(KnobMeasurement):
-    """One line of knobs.csv: each side's rate from its median, and the gain."""
-
-    baseline_tflops: float | None = None
-    variant_tflops: float | None = None
-    gain: float | None = None  # variant / baseline
-    baseline_spread: float | None = None
-    variant_spread: float | None = None
-
-
-KNOB_COLUMNS = [f.name for f in dataclasses.fields(KnobRow) if not f.name.endswith("samples_s")]
-
-
-def knob_title(knob: str, baseline: str, variant: str) -> str:
-    """A knob as the report and the figure name it: its sides only where they say more."""
-    sides = f"{baseline} -> {variant}"
-    return knob if sides == knob else f"{knob}: {sides}"
-
-
-def knob_row(point: KnobMeasurement) -> KnobRow:
-    out = KnobRow(**dataclasses.asdict(point))
-    if point.status != "measured":
-        return out
-    flops = ar.matmul_flops(point.m, point.n, point.k)
-    base, var = ar.summarize(point.baseline_samples_s), ar.summarize(point.variant_samples_s)
-    out.baseline_tflops = ar.tflops(flops, base["median_s"])
-    out.variant_tflops = ar.tflops(flops, var["median_s"])
-    out.gain = out.variant_tflops / out.baseline_tflops
-    out.baseline_spread, out.variant_spread = base["spread"], var["spread"]
-    return out
 
 
 def knob_from_dict(data: Any, where: str) -> KnobMeasurement:
@@ -199,49 +144,6 @@ def empty(
     """A pending, skipped or failed point: it carries no numbers."""
     m, n, k = shape
     return Measurement(device, dtype, m, n, k, status, backend=backend, reason=reason)
-
-
-def row(point: Measurement, peak_tflops: float | None = None, peak_source: str = "") -> Row:
-    """The point's results.csv line: every figure derived from the median of its samples, MFU
-    against `peak_tflops`, and a flag where the figure is above that dense peak."""
-    out = Row(**dataclasses.asdict(point), peak_source=peak_source)
-    if point.status != "measured":
-        return out
-    stats = ar.summarize(point.samples_s)
-    flops, nbytes = (
-        ar.matmul_flops(point.m, point.n, point.k),
-        ar.matmul_bytes(point.m, point.n, point.k, point.dtype),
-    )
-    achieved = ar.tflops(flops, stats["median_s"])
-    out.median_s, out.min_s, out.max_s, out.spread = (
-        stats["median_s"],
-        stats["min_s"],
-        stats["max_s"],
-        stats["spread"],
-    )
-    out.repeats = len(point.samples_s)
-    out.achieved_tflops = achieved
-    out.achieved_bw_gbps = ar.gbps(nbytes, stats["median_s"])
-    out.arithmetic_intensity = ar.intensity(flops, nbytes)
-    if point.energy_j is not None:  # the window's energy over its calls' work
-        out.joules_per_tflop = point.energy_j / (len(point.samples_s) * flops / 1e12)
-    elif point.power_w is not None:
-        out.joules_per_tflop = ar.joules_per_tflop(point.power_w, stats["median_s"], flops)
-    flags = []
-    if peak_tflops:
-        out.peak_tflops = peak_tflops
-        out.mfu = ar.mfu(achieved, peak_tflops)
-        if achieved > peak_tflops:
-            flags.append(
-                f"above the dense peak ({achieved:.3g} > {peak_tflops:.3g} TFLOP/s): a bug "
-                "in the timing, the FLOP count or the peak, not a result"
-            )
-    if point.other_processes:
-        flags.append(
-            f"shared GPU: other processes computed on it during the window ({point.other_processes})"
-        )
-    out.flag = "; ".join(flags)
-    return out
 
 
 def measurement_from_dict(data: Any, where: str) -> Measurement:

@@ -1,7 +1,6 @@
 """Stage benchmark: measure a device that is here, record a never-measured one as pending, and
 refuse to touch results measured on hardware that is not here."""
 
-from roofline.benchmark import check_disk, measure_device
 from roofline.paths import results_path
 from roofline.records import pending_record, points
 from roofline.schema import write_json_atomic
@@ -14,6 +13,8 @@ def main(argv: list[str] | None = None) -> None:
     if decision.action == "pending":
         record = pending_record(name, dev)
     else:
+        from roofline.benchmark import check_disk, measure_device  # torch: only to measure
+
         check_disk(results_path(name), len(points(dev)))
         record = measure_device(name, dev, cfg.bench, decision.found, decision.fingerprint)
     write_json_atomic(results_path(name), record)

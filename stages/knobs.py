@@ -2,11 +2,7 @@
 gain measured in one run; pending for a device never measured, refused for one measured
 elsewhere (the same rules as the benchmark and the sweep)."""
 
-from roofline.benchmark import check_disk, run_info, started
-from roofline.knobs import Settings, measure_knobs
-from roofline.measure import target_for
 from roofline.paths import knobs_path
-from roofline.progress import say
 from roofline.records import knobs_record
 from roofline.schema import write_json_atomic
 from stages import run
@@ -20,6 +16,11 @@ def main(argv: list[str] | None = None) -> None:
     elif cfg.knobs.name == "none":
         record = knobs_record(name, "none", "measured", fingerprint=decision.fingerprint)
     else:
+        from roofline.benchmark import check_disk, run_info, started  # torch: only to measure
+        from roofline.knobs import Settings, measure_knobs
+        from roofline.measure import target_for
+        from roofline.progress import say
+
         check_disk(knobs_path(name), 12)
         begun, target = started(), target_for(dev.kind.name, decision.found, say)
         settings = Settings(

@@ -9,7 +9,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from roofline.config import device_config, load_params, measuring
+from roofline.config import device_config, load_params
 from roofline.records import Decision, decide
 
 
@@ -22,5 +22,5 @@ def begin(
     parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
     name = parser.parse_args(argv).device
     cfg = load_params()
-    dev = measuring(device_config(cfg, name))
+    dev = device_config(cfg, name)  # its measuring keys only: load_params reads no more
     return name, cfg, dev, decide(name, dev, stage, output(name))

@@ -11,7 +11,7 @@ from importlib.metadata import version
 
 from roofline.config import device_config, load_params
 from roofline.errors import RecordError
-from roofline.hardware import live_hardware, locate, unmatched_gpus
+from roofline.hardware import BOOT_CACHE, live_hardware, locate, unmatched_gpus
 from roofline.paths import fingerprint_path, results_path
 from roofline.records import fingerprint, lock_records_results, on_record, probe_decision
 from roofline.schema import read_json, write_json_atomic
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> None:
             "cache)"
         )
     record = on_record(name, read_json(results) if results.exists() else None)
-    hardware = live_hardware()
+    hardware = live_hardware(BOOT_CACHE)
     _, here = locate(dev, hardware)
     fresh = fingerprint(name, here, version("torch")) if here else None
     path = fingerprint_path(name)

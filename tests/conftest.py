@@ -45,21 +45,50 @@ H100_POD = {
 }
 
 
-def device(**fields):
-    """A device config merged onto the real schema, so enums and types are checked."""
+# A datasheet line's fields (roofline.datasheets.Sku), which `device` takes flat for brevity.
+DATASHEET = (
+    "sku",
+    "source",
+    "peak_tflops",
+    "memory_bandwidth_gbps",
+    "memory_gb",
+    "peak_clock_mhz",
+    "sm_count",
+    "clock_ghz",
+    "cost_per_hour",
+    "lab_band_tflops",
+    "lab_done_tflops",
+)
+
+
+def device(datasheet_for: str = "*", **fields):
+    """A device's conf merged onto the real schema, so enums and types are checked; its
+    datasheet fields, given flat, become its one line, for the name `datasheet_for`."""
     from omegaconf import OmegaConf  # imported here: the CUDA tests run without omegaconf
 
-    from roofline.config import DeviceConfig
+    from roofline.lab_schema import LabDevice
 
-    return OmegaConf.merge(OmegaConf.structured(DeviceConfig), fields)
+    line = {key: fields.pop(key) for key in DATASHEET if key in fields}
+    if line:
+        fields["skus"] = {"only": {"name": datasheet_for, "sku": "a SKU"} | line}
+    return OmegaConf.merge(OmegaConf.structured(LabDevice), fields)
+
+
+def measuring(dev):
+    """The part of a device's conf its measuring stages read (what load_params gives them)."""
+    from omegaconf import OmegaConf
+
+    from roofline.config import MEASURING_KEYS
+
+    return OmegaConf.masked_copy(dev, list(MEASURING_KEYS))
 
 
 def config(devices: dict, **bench):
     from omegaconf import OmegaConf
 
-    from roofline.config import Config
+    from roofline.lab_schema import LabConfig
 
-    return OmegaConf.merge(OmegaConf.structured(Config), {"bench": bench, "devices": devices})
+    return OmegaConf.merge(OmegaConf.structured(LabConfig), {"bench": bench, "devices": devices})
 
 
 def pytest_collection_modifyitems(config, items):
@@ -73,13 +102,15 @@ def pytest_collection_modifyitems(config, items):
 
 def measured_row(device, dtype, shape, samples, peak, source, check_error, telemetry=None):
     """A results.csv row for a measured point, interpreted against `peak`."""
-    from roofline.schema import measurement, row
+    from roofline.rows import row
+    from roofline.schema import measurement
 
     return row(measurement(device, dtype, shape, samples, check_error, telemetry), peak, source)
 
 
 def empty_row(device, dtype, shape, status, reason):
-    from roofline.schema import empty, row
+    from roofline.rows import row
+    from roofline.schema import empty
 
     return row(empty(device, dtype, shape, status, reason))
 

@@ -35,9 +35,9 @@ POD = {
 }
 PODHOST = {
     "kind": "cpu",
-    "sku": "the pod's host CPU",
-    "cost_per_hour": 2.0,
-    "clock_ghz": 3.0,
+    "skus": {
+        "host": {"name": "*", "sku": "the pod's host CPU", "cost_per_hour": 2.0, "clock_ghz": 3.0}
+    },
     "recognise": {"cpu_model": "^Pod CPU$", "with_gpu_present": True},
     "dtypes": ["float32"],
     "shapes": [[40, 40, 40]],
@@ -125,7 +125,8 @@ def make_project(where: Path, remote: str | None = None, **remote_options: str) 
     cfg["bench"]["warmup_seconds"] = 0.05
     (project / "conf/config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     cpu_conf = yaml.safe_load((project / "conf/device/cpu.yaml").read_text())
-    cpu_conf |= {"dtypes": ["float32"], "shapes": [[48, 48, 48]], "clock_ghz": 3.0}
+    cpu_conf |= {"dtypes": ["float32"], "shapes": [[48, 48, 48]]}
+    cpu_conf["skus"]["any"]["clock_ghz"] = 3.0
     (project / "conf/device/cpu.yaml").write_text(yaml.safe_dump(cpu_conf))
     h100_conf = yaml.safe_load((project / "conf/device/h100.yaml").read_text())
     h100_conf |= {"dtypes": ["float16", "float32"], "shapes": [[64, 64, 64]]}

@@ -6,28 +6,45 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from roofline import lab_schema
 from roofline.compose import compose, explain
-from roofline.config import ConfigError, check, device_config, load_params
+from roofline.config import ConfigError, device_config, load_params, validate
+from roofline.lab_schema import load_lab_params
 from tests.conftest import config, device
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def check(cfg, conf=None):
+    """Every check the composed config goes through, datasheets included."""
+    validate(cfg, conf, (lab_schema.check,))
+
+
 def test_every_device_and_the_labs_defaults_compose():
-    cfg = load_params(ROOT / "params.yaml")
-    assert list(cfg.devices)[:4] == ["cpu", "a100", "h100", "h200"]  # the lab's, listed pending
+    cfg = load_lab_params(ROOT / "params.yaml")
+    assert list(cfg.devices) == ["cpu", "a100", "h100", "h200", "mps"]  # one file per role
     assert [n for n, d in cfg.devices.items() if d.show_pending] == ["cpu", "a100", "h100", "h200"]
     assert [d.name for d in cfg.devices.cpu.dtypes] == ["float32", "bfloat16", "float16"]
     assert cfg.devices.mps.kind.name == "mps" and not cfg.devices.mps.show_pending
-    assert all(v is None for v in cfg.devices.mps.peak_tflops.values())  # Apple publishes none
+    assert all(v is None for v in cfg.devices.mps.skus.any.peak_tflops.values())  # none published
     for name in ("a100", "h100", "h200"):
         gpu = cfg.devices[name]
         assert {"float16", "bfloat16"} <= {d.name for d in gpu.dtypes}
         assert [list(s) for s in gpu.shapes] == [[8192, 8192, 8192]]
-    # Dense peaks, never the 2:4-sparse headline figures.
-    assert cfg.devices.a100.peak_tflops.float16 == 312.0
-    assert cfg.devices.h100.peak_tflops.float16 == 989.4
-    assert cfg.devices.h200.memory_bandwidth_gbps == 4800
+    # Dense peaks, never the 2:4-sparse headline figures; the lab's SKU first.
+    assert cfg.devices.a100.skus.sxm4_80gb.peak_tflops.float16 == 312.0
+    assert cfg.devices.h100.skus.sxm5.peak_tflops.float16 == 989.4
+    assert cfg.devices.h200.skus.sxm.memory_bandwidth_gbps == 4800
+    assert [next(iter(cfg.devices[n].skus)) for n in ("a100", "h100", "h200")] == [
+        "sxm4_80gb",
+        "sxm5",
+        "sxm",
+    ]
+
+
+def test_a_measuring_stage_reads_no_datasheet():
+    cfg = load_params(ROOT / "params.yaml")
+    assert set(cfg.devices.h100) == {"kind", "recognise", "dtypes", "shapes", "backends"}
 
 
 def test_overrides_compose_like_dvc_exp_run():
@@ -129,7 +146,7 @@ def gpu(**over):
         ),
         (
             gpu(shapes=[[40000, 40000, 40000]]),
-            "operands need 9.6 GB; allowed: at most the device's 4",
+            "operands need 9.6 GB; allowed: at most devices.g.skus.only's 4 GB",
         ),
         (
             gpu(lab_band_tflops={"float16": [300.0, 200.0]}),

@@ -1,8 +1,7 @@
 """The pipeline files: generated from conf/, each stage depending on exactly the code it runs
 and the params that change its output."""
 
-import subprocess
-import sys
+from modulefinder import ModuleFinder
 from pathlib import Path
 
 import pytest
@@ -15,16 +14,19 @@ ROOT = Path(__file__).resolve().parents[1]
 DEVICES = ROOT / "experiments/x4-roofline/devices"
 
 
+# Modules a stage starts as processes of their own (`python -m`), which no import names.
+STARTED = {"stages.knobs": ["roofline.capped"]}
+
+
 def imported_files(module: str) -> set[str]:
-    """The repository's own files that `python -m module` imports, as Python sees them."""
-    code = (
-        f"import sys, {module}\n"
-        "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
-    )
-    files = {Path(line).resolve() for line in out.stdout.split()}
+    """The repository's own files that `python -m module` can import, anywhere in its code
+    (inside functions too), as the standard library's ModuleFinder reads the bytecode; with
+    the modules it starts as processes of their own."""
+    files = set()
+    for name in [module, *STARTED.get(module, [])]:
+        finder = ModuleFinder(path=[str(ROOT)])  # ours only: third-party ones are not followed
+        finder.run_script(str(ROOT / (name.replace(".", "/") + ".py")))
+        files |= {Path(m.__file__).resolve() for m in finder.modules.values() if m.__file__}
     ours = {f.relative_to(ROOT) for f in files if f.is_relative_to(ROOT)}
     return {str(f) for f in ours if f.parts[0] in ("roofline", "stages")}
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import roofline.benchmark
 from roofline import paths
 from stages import aggregate, benchmark, probe
 from stages import run as run_stage
@@ -54,7 +55,7 @@ def test_a_benchmark_that_fails_midway_keeps_the_previous_results(
     def fails(*args, **kwargs):
         raise failure
 
-    monkeypatch.setattr(benchmark, "measure_device", fails)
+    monkeypatch.setattr(roofline.benchmark, "measure_device", fails)
     with pytest.raises(SystemExit) as exit_:
         run_stage(lambda: benchmark.main(["cpu"]))
     assert said in str(exit_.value) and "the previous results are as they were" in str(exit_.value)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from roofline.datasheets import judged
 from roofline.gpu_suite import device_files, match, table
 from roofline.interpret import lab_checks
 from roofline.report import gap_paragraph
@@ -161,31 +162,33 @@ def test_the_gpu_path_needs_only_torch_nvml_pyyaml_and_pytest():
 
 
 # Every name torch reports for the SKUs people rent (shared/notes/real-hardware.md's table), with
-# the device file that must recognise it, its dense float16 peak and memory bandwidth.
+# the device that must recognise it, its dense float16 peak and memory bandwidth.
 RENTED = [
     ("NVIDIA A100-SXM4-80GB", "a100", 312.0, 2039),
-    ("NVIDIA A100-SXM4-40GB", "a100_sxm_40gb", 312.0, 1555),
-    ("NVIDIA A100 80GB PCIe", "a100_pcie", 312.0, 1935),
-    ("NVIDIA A100-PCIE-40GB", "a100_pcie_40gb", 312.0, 1555),
+    ("NVIDIA A100-SXM4-40GB", "a100", 312.0, 1555),
+    ("NVIDIA A100 80GB PCIe", "a100", 312.0, 1935),
+    ("NVIDIA A100-PCIE-40GB", "a100", 312.0, 1555),
     ("NVIDIA H100 80GB HBM3", "h100", 989.4, 3350),
-    ("NVIDIA H100 PCIe", "h100_pcie", 756.5, 2000),
-    ("NVIDIA H100 NVL", "h100_nvl", 835.5, 3900),
+    ("NVIDIA H100 PCIe", "h100", 756.5, 2000),
+    ("NVIDIA H100 NVL", "h100", 835.5, 3900),
     ("NVIDIA H200", "h200", 989.4, 4800),
-    ("NVIDIA H200 NVL", "h200_nvl", 835.5, 4800),
+    ("NVIDIA H200 NVL", "h200", 835.5, 4800),
 ]
 
 
 @pytest.mark.parametrize(("name", "device", "fp16", "bandwidth"), RENTED)
-def test_every_rented_sku_is_exactly_one_device_file(name, device, fp16, bandwidth):
+def test_every_rented_sku_is_one_device_and_one_datasheet_line(name, device, fp16, bandwidth):
     from roofline.hardware import find_device
 
     devices = device_files(ROOT / "conf/device")
     gpu = dict(H100_POD["gpus"][0], name=name)
     matching = [n for n, d in devices.items() if find_device(d, {"cpu": {}, "gpus": [gpu]})]
     assert matching == [device]
-    dev = devices[device]
+    lines = [line for line in devices[device]["skus"].values() if line["name"] == name]
+    assert len(lines) == 1, f"{name} has {len(lines)} datasheet lines in {device}"
+    dev = judged(device, devices[device], name)
     assert dev["peak_tflops"]["float16"] == fp16 and dev["memory_bandwidth_gbps"] == bandwidth
-    assert dev["peak_clock_mhz"] and dev["sm_count"]
+    assert dev["peak_clock_mhz"] and dev["sm_count"] and dev["source"] and not dev["missing"]
     # The FP16 figure is SMs x FLOP/clock (Ampere 2048, Hopper 4096) x the clock it assumes.
     per_clock = 2048 if device.startswith("a100") else 4096
     assert dev["sm_count"] * per_clock * dev["peak_clock_mhz"] / 1e6 == pytest.approx(
@@ -193,12 +196,22 @@ def test_every_rented_sku_is_exactly_one_device_file(name, device, fp16, bandwid
     )
 
 
-def test_a_gh200_is_no_h200():
+@pytest.mark.parametrize(
+    "name", ["NVIDIA GH200 480GB", "NVIDIA H100", "NVIDIA A100-SXM4-80GB MIG 3g.40gb"]
+)
+def test_a_gh200_and_a_mig_slice_get_no_datasheet(name, capsys):
     from roofline.hardware import find_device
 
-    gh200 = dict(H100_POD["gpus"][0], name="NVIDIA GH200 480GB")
     devices = device_files(ROOT / "conf/device")
-    assert not [n for n, d in devices.items() if find_device(d, {"cpu": {}, "gpus": [gh200]})]
+    gpu = dict(H100_POD["gpus"][0], name=name)
+    found = [n for n, d in devices.items() if find_device(d, {"cpu": {}, "gpus": [gpu]})]
+    assert found == ([] if "GH200" in name else [name.split()[1][:4].lower()])
+    dev = match(gpu, devices)[1]
+    assert dev["peak_tflops"] == {} and dev["lab_band_tflops"] == {}
+    out = capsys.readouterr().out
+    if found:  # recognised, measured, and told which line is missing
+        assert f"no datasheet for {name!r} in conf/device/{found[0]}.yaml, so no MFU" in out
+        assert ("MIG slice" in out) == ("MIG" in name)
 
 
 def test_the_suite_prints_the_knobs_as_a_ladder_largest_gain_first():

@@ -2,6 +2,7 @@
 CPU's are measured here at tiny sizes; the GPU's logic runs with stand-ins."""
 
 import dataclasses
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -13,7 +14,10 @@ from roofline.aggregate import knob_metrics, knobs_table
 from roofline.hardware import cpu_info
 from roofline.measure import Target, target_for
 from roofline.report import knob_lines, unturned_sentence
-from roofline.schema import KnobMeasurement, knob_row, knob_title
+from roofline.rows import knob_row, knob_title
+from roofline.schema import KnobMeasurement
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SETTINGS = kn.Settings(seed=0, warmup=1, check_rows=8, rounds=2, min_seconds=0.02, threads=2)
 TINY = OmegaConf.create({"shape": [96, 96, 96], "naive_shape": [32, 32, 32]})
@@ -46,11 +50,26 @@ def test_the_cpu_knobs_are_measured_on_both_sides_and_checked():
 @pytest.mark.skipif(
     not {"avx512_bf16", "amx_bf16"} & set(cpu_info()["isa"]), reason="no bfloat16 on this CPU"
 )
-def test_the_isa_cap_is_measured_in_processes_of_its_own():
+def test_the_isa_cap_is_measured_in_processes_of_its_own(monkeypatch):
+    import subprocess
+
+    import yaml
+
+    started, run = [], subprocess.run
+
+    def spy(args, **kw):
+        started.append(args[args.index("-m") + 1])
+        return run(args, **kw)
+
+    monkeypatch.setattr(kn.subprocess, "run", spy)
     side = kn.capped_side("capped", "AVX512_CORE", [64, 64, 64], SETTINGS)
     assert side.check_error < 2e-2
     samples = side.measure(0.01, True)
     assert samples and all(s > 0 for s in samples)
+    # What those processes run is code the knobs stage depends on: editing it re-measures.
+    stage = yaml.safe_load((ROOT / "experiments/x4-roofline/devices/cpu/dvc.yaml").read_text())
+    deps = stage["stages"]["knobs"]["deps"]
+    assert started and all(f"{m.replace('.', '/')}.py" in deps for m in started), started
 
 
 def fake_side(label, log, seconds_per_call):

@@ -5,11 +5,11 @@ import torch
 
 from roofline import kernels, kinds
 from roofline.benchmark import check_fits, measure_device
-from roofline.config import ConfigError, measuring
+from roofline.config import ConfigError
 from roofline.dtypes import DTYPES
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from roofline.records import pending_record
-from tests.conftest import FINGERPRINT, LAPTOP, config, device
+from tests.conftest import FINGERPRINT, LAPTOP, config, device, measuring
 
 
 class CountingTimer:

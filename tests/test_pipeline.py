@@ -75,9 +75,7 @@ def test_laptop_measures_its_cpu_and_keeps_the_pulled_pod_results(story):
     statuses = {line.split(",")[0]: line.split(",")[5] for line in table[1:]}
     assert statuses == {"cpu": "measured", "h100": "pending", "podhost": "measured"}
     report = (laptop / "experiments/x4-roofline/REPORT.md").read_text()
-    assert (
-        "### h100: NVIDIA H100 80GB SXM5 (pending)" in report and "### podhost: Pod CPU" in report
-    )
+    assert "### h100: H100 SXM5 80GB (pending)" in report and "### podhost: Pod CPU" in report
     assert (laptop / "experiments/x4-roofline/roofline.png").stat().st_size > 10_000
 
 
@@ -186,10 +184,8 @@ def test_a_price_or_peak_fixed_on_the_laptop_re_renders_and_measures_nothing(sto
     measured = raw(laptop, "podhost")
     before = {name: deliverable(laptop, name) for name in ("roofline.png", "REPORT.md")}
     conf = laptop / "conf/device/podhost.yaml"
-    fixed = yaml.safe_load(conf.read_text()) | {
-        "cost_per_hour": 2.69,
-        "peak_tflops": {"float32": 4.0},
-    }
+    fixed = yaml.safe_load(conf.read_text())
+    fixed["skus"]["host"] |= {"cost_per_hour": 2.69, "peak_tflops": {"float32": 4.0}}
     conf.write_text(yaml.safe_dump(fixed))
     run(laptop, sys.executable, "-m", "roofline.compose")
     out = dvc(laptop, "repro", hardware=LAPTOP)
@@ -218,9 +214,9 @@ def test_exp_run_with_a_new_price_and_peak_measures_nothing(story):
         "exp",
         "run",
         "-S",
-        "devices.cpu.cost_per_hour=0.5",
+        "devices.cpu.skus.any.cost_per_hour=0.5",
         "-S",
-        "devices.cpu.peak_tflops.float32=2.0",
+        "devices.cpu.skus.any.peak_tflops.float32=2.0",
         hardware=LAPTOP,
     )
     assert not {s for s in ran(out) if s.endswith((":benchmark", ":sweep"))}, out
@@ -239,10 +235,15 @@ def test_a_device_is_one_conf_file_and_one_defaults_line(story):
     laptop = clone(story["origin"], story["where"] / "laptop-new-device")
     l40s = {
         "kind": "cuda",
-        "sku": "NVIDIA L40S",
         "recognise": {"gpu_name": "^NVIDIA L40S$"},
-        "peak_tflops": {"float16": 362.05},
-        "memory_bandwidth_gbps": 864,
+        "skus": {
+            "l40s": {
+                "name": "NVIDIA L40S",
+                "sku": "L40S",
+                "peak_tflops": {"float16": 362.05},
+                "memory_bandwidth_gbps": 864,
+            }
+        },
         "dtypes": ["float16"],
         "shapes": [[64, 64, 64]],
     }
@@ -257,7 +258,7 @@ def test_a_device_is_one_conf_file_and_one_defaults_line(story):
     assert {"l40s:probe", "l40s:benchmark", "l40s:sweep"} <= ran(out), out
     dvc(laptop, "repro", hardware=LAPTOP)
     assert results(laptop, "l40s")["status"] == "pending"
-    assert "### l40s: NVIDIA L40S (pending)" in deliverable(laptop, "REPORT.md").decode()
+    assert "### l40s: L40S (pending)" in deliverable(laptop, "REPORT.md").decode()
 
 
 def plots_json(clone_path, *args: str) -> dict:
@@ -284,9 +285,9 @@ def test_dvc_plots_renders_an_interactive_log_log_roofline_and_diffs_two_revisio
     assert {r["device"] for r in rows if r["kind"] == "roof"} == {"cpu", "h100", "podhost"}
     # A second revision, with another peak for podhost: both revisions are drawn, apart.
     conf = laptop / "conf/device/podhost.yaml"
-    conf.write_text(
-        yaml.safe_dump(yaml.safe_load(conf.read_text()) | {"peak_tflops": {"float32": 4.0}})
-    )
+    fixed = yaml.safe_load(conf.read_text())
+    fixed["skus"]["host"]["peak_tflops"] = {"float32": 4.0}
+    conf.write_text(yaml.safe_dump(fixed))
     run(laptop, sys.executable, "-m", "roofline.compose")
     dvc(laptop, "repro", hardware=LAPTOP)
     (diff,) = plots_json(laptop, "diff", "HEAD")["data"]["experiments/x4-roofline/roofline.json"]

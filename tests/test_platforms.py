@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from roofline import hardware, paths
+from roofline.config import to_plain
+from roofline.datasheets import judged
 from roofline.interpret import interpret, peaks
 from roofline.measure import native_cpu_dtypes
 from roofline.schema import empty
@@ -86,12 +88,18 @@ FACTS = {
         "memory_bytes": 64 * GIB,
     },
 }
-CPU = device(
-    kind="cpu",
-    sku="laptop",
-    recognise={"cpu_model": ".*"},
-    dtypes=["float32", "bfloat16", "float16"],
-    shapes=[[64, 64, 64]],
+CPU = judged(
+    "cpu",
+    to_plain(
+        device(
+            kind="cpu",
+            sku="laptop",
+            recognise={"cpu_model": ".*"},
+            dtypes=["float32", "bfloat16", "float16"],
+            shapes=[[64, 64, 64]],
+        )
+    ),
+    None,
 )
 
 
@@ -139,13 +147,12 @@ def test_computed_peaks_use_physical_cores_and_each_cores_vector_units():
 def test_apple_silicon_gets_no_invented_peak_and_says_why():
     mac = record(FACTS["macos-arm64"], ghz=None)
     assert peaks(CPU, mac) == {}
-    (row,) = interpret([empty("cpu", "float32", [64, 64, 64], "skipped", "x")], CPU, mac, "laptop")
+    (row,) = interpret([empty("cpu", "float32", [64, 64, 64], "skipped", "x")], CPU, mac)
     assert row.peak_source.startswith("no clock known")
     (row,) = interpret(
         [empty("cpu", "float32", [64, 64, 64], "skipped", "x")],
         CPU,
         record(FACTS["macos-arm64"]),
-        "x",
     )
     assert row.peak_source.startswith(
         "no computed peak: no FLOP per cycle is known for float32 on Apple M2 Pro (flags: none known)"
@@ -189,15 +196,15 @@ def test_a_laptop_without_apples_gpu_pends_mps_and_measures_its_cpu(
     out = capsys.readouterr().out
     assert f"cpu: here ({FACTS[laptop]['brand']} ({FACTS[laptop]['usable_cores']} cores))" in out
     assert "mps: not on this machine, never measured: pending" in out
-    from roofline.config import device_config, load_params, measuring
+    from roofline.config import device_config, load_params
     from roofline.records import decide
 
-    dev = measuring(device_config(load_params(), "cpu"))
+    dev = device_config(load_params(), "cpu")
     assert decide("cpu", dev, "benchmark", paths.results_path("cpu")).action == "measure"
     assert (
         decide(
             "mps",
-            measuring(device_config(load_params(), "mps")),
+            device_config(load_params(), "mps"),
             "benchmark",
             paths.results_path("mps"),
         ).action

@@ -6,6 +6,6 @@ written."""
 
 from hydra.core.config_store import ConfigStore
 
-from roofline.config import Config
+from roofline.lab_schema import LabConfig
 
-ConfigStore.instance().store(name="roofline_schema", node=Config)
+ConfigStore.instance().store(name="roofline_schema", node=LabConfig)

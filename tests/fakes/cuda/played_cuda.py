@@ -73,6 +73,8 @@ MACHINES = {
         "energy": False,
         "others": [],
     },
+    # A PCIe H100, as SkyPilot's plain "H100" can rent on some clouds.
+    "h100_pcie": {"driver": "580.65.06", "gpus": [H100_PCIE]},
     # Two GPUs, the second chosen by CUDA_VISIBLE_DEVICES=1: torch's 0 is NVML's 1.
     "two_gpus": {"driver": "580.65.06", "gpus": [H100_SXM, H100_PCIE]},
     # One MIG slice of an A100: its own UUID; power and clocks are its parent's.
