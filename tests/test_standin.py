@@ -316,7 +316,7 @@ def test_the_labs_residency_shape_is_memory_bound_and_fits_in_every_l2():
 
     shape = yaml.safe_load((ROOT / "conf/knobs/lab.yaml").read_text())["cuda"]["l2_shape"]
     flops, nbytes = matmul_flops(*shape), matmul_bytes(*shape, "float16")
-    for name, dev in gpu_suite.device_files(ROOT / "conf/device").items():
+    for dev in gpu_suite.device_files(ROOT / "conf/device").values():
         if dev["kind"] != "cuda":
             continue
         for sku in dev["skus"].values():
