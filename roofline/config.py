@@ -16,27 +16,17 @@ from omegaconf import MISSING, DictConfig, OmegaConf
 from roofline.backends import ALLOWED, spec_error
 from roofline.dtypes import NAMES
 from roofline.errors import ConfigError
+from roofline.params import (
+    KINDS,
+    MEASURING_KEYS,
+    PARAMS_FILE,
+    Recognise,
+    load_yaml,
+)
 
-PARAMS_FILE = Path("params.yaml")
-
-# The dtype names a config may use: the registry's (roofline/dtypes.py).
+# The dtype names a config may use: the registry's (roofline/dtypes.py); the device kinds.
 DType = Enum("DType", {name: name for name in NAMES})
-
-
-class Kind(Enum):
-    cpu = "cpu"
-    cuda = "cuda"  # an NVIDIA GPU
-    mps = "mps"  # Apple silicon's GPU
-
-
-@dataclass
-class Recognise:
-    # Regular expressions searched in the CPU model name / GPU name the probe finds.
-    cpu_model: str | None = None
-    gpu_name: str | None = None
-    # kind cpu: also count as present on a machine with a GPU (a pod's host CPU). Off by
-    # default so a pod never measures its host CPU as "the cpu".
-    with_gpu_present: bool = False
+Kind = Enum("Kind", {name: name for name in KINDS})
 
 
 @dataclass
@@ -186,11 +176,6 @@ def differs_from_commit(path: Path) -> bool:
     return done.returncode == 1
 
 
-# What changes a measurement: a device's measuring stages depend on these keys of it (the
-# pipeline files list them as params) and read nothing else of it.
-PROBE_KEYS = ("kind", "recognise")
-MEASURING_KEYS = (*PROBE_KEYS, "dtypes", "shapes", "backends")
-
 Checks = Callable[[DictConfig, Path | None], list[str]]
 
 
@@ -201,12 +186,11 @@ def parse_params(
     measuring schema (`Config`) reads only each device's MEASURING_KEYS, so a measuring stage
     never sees, nor depends on, the interpretation (roofline.lab_schema adds it)."""
     try:
-        data = OmegaConf.create(text)
-        if schema is Config:
-            devices = data.get("devices") or {}
-            data.devices = {
-                name: OmegaConf.masked_copy(dev, [k for k in MEASURING_KEYS if k in dev])
-                for name, dev in devices.items()
+        data = load_yaml(text, where)
+        if schema is Config and isinstance(data, dict):
+            data["devices"] = {
+                name: {k: v for k, v in dev.items() if k in MEASURING_KEYS}
+                for name, dev in (data.get("devices") or {}).items()
             }
         cfg = OmegaConf.merge(OmegaConf.structured(schema), data)
     except Exception as err:  # omegaconf's validation errors name the key and the value

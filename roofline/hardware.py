@@ -232,17 +232,23 @@ def boot() -> dict[str, Any]:
         import psutil
 
         boot_id = psutil.boot_time()
-    try:
-        from importlib.metadata import version
-
-        torch_version = version("torch")
-    except Exception:
-        torch_version = None
     return {
         "boot": boot_id,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-        "torch": torch_version,
+        "torch": torch_version(),
     }
+
+
+def torch_version() -> str | None:
+    """The installed torch's version, from its package metadata's folder name (as
+    importlib.metadata reads it, without importing either: the probe runs on every repro)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return None
+    found = sorted(Path(spec.origin).parent.parent.glob("torch-*.dist-info"))
+    return found[-1].name.removeprefix("torch-").removesuffix(".dist-info") if found else None
 
 
 def live_hardware(cache: Path | None = None) -> dict[str, Any]:

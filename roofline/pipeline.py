@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from roofline.config import MEASURING_KEYS, PROBE_KEYS
+from roofline.params import MEASURING_KEYS, PROBE_KEYS
 from roofline.paths import (
     EXPERIMENT,
     device_dir,

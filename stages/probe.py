@@ -7,11 +7,10 @@ output only changes when the hardware, the torch build or the record does, so an
 machine re-measures nothing."""
 
 import argparse
-from importlib.metadata import version
 
-from roofline.config import device_config, load_params
-from roofline.errors import RecordError
-from roofline.hardware import BOOT_CACHE, live_hardware, locate, unmatched_gpus
+from roofline.errors import ConfigError, RecordError
+from roofline.hardware import BOOT_CACHE, live_hardware, locate, torch_version, unmatched_gpus
+from roofline.params import probe_devices
 from roofline.paths import fingerprint_path, results_path
 from roofline.records import fingerprint, lock_records_results, on_record, probe_decision
 from roofline.schema import read_json, write_json_atomic
@@ -34,8 +33,10 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     name = args.device
-    cfg = load_params()
-    dev = device_config(cfg, name)
+    devices = probe_devices()  # kind and recognise only: no schema to build on every run
+    if name not in devices:
+        raise ConfigError(f"unknown device {name!r}; allowed: {', '.join(devices)}")
+    dev = devices[name]
     results = results_path(name)
     if not results.exists() and lock_records_results(name):
         raise RecordError(
@@ -46,12 +47,12 @@ def main(argv: list[str] | None = None) -> None:
     record = on_record(name, read_json(results) if results.exists() else None)
     hardware = live_hardware(BOOT_CACHE)
     _, here = locate(dev, hardware)
-    fresh = fingerprint(name, here, version("torch")) if here else None
+    fresh = fingerprint(name, here, torch_version()) if here else None
     path = fingerprint_path(name)
     claimed = read_json(path) if path.exists() else None
     new, message = probe_decision(name, record, here, fresh, args.replace, claimed)
     print(message)
-    for gpu in unmatched_gpus(cfg.devices, hardware):
+    for gpu in unmatched_gpus(devices, hardware):
         print(
             f"note: GPU {gpu['name']!r} (sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs) "
             "matches no device file; to measure it, add conf/device/<name>.yaml (see README: "

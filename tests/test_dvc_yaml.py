@@ -73,3 +73,24 @@ def test_pipeline_files_are_conf_generated():
     aggregate = yaml.safe_load(files[Path("dvc.yaml")])["stages"]["aggregate"]["deps"]
     for name in names:
         assert f"experiments/x4-roofline/devices/{name}/results.json" in aggregate
+
+
+# What the deliverables derive from measurements, and how they show it: no measuring stage may
+# run this code, or a renamed column or a reworded flag would stale every GPU measured elsewhere.
+INTERPRETATION = {
+    "roofline/rows.py",
+    "roofline/roofs.py",
+    "roofline/interpret.py",
+    "roofline/datasheets.py",
+    "roofline/lab_schema.py",
+    "roofline/aggregate.py",
+    "roofline/ceilings.py",
+    "roofline/plot.py",
+    "roofline/report.py",
+}
+
+
+@pytest.mark.parametrize("stage", ["probe", "benchmark", "sweep", "knobs"])
+def test_no_measuring_stage_runs_interpretation_plotting_or_reporting_code(stage):
+    assert not imported_files(f"stages.{stage}") & INTERPRETATION
+    assert not {d for d in dict(stages())[stage]["deps"]} & INTERPRETATION

@@ -179,6 +179,22 @@ def deliverable(clone_path, name: str) -> bytes:
     return (clone_path / "experiments/x4-roofline" / name).read_bytes()
 
 
+def test_renaming_a_column_or_a_knob_title_stales_no_measuring_stage(story):
+    laptop = clone(story["origin"], story["where"] / "laptop-rename")
+    rows = laptop / "roofline/rows.py"
+    text = rows.read_text()
+    renamed = text.replace("achieved_tflops", "tflops_achieved").replace(
+        'return knob if sides == knob else f"{knob}: {sides}"',
+        'return knob if sides == knob else f"{knob} ({sides})"',
+    )
+    assert renamed.count("tflops_achieved") >= 2 and "({sides})" in renamed
+    rows.write_text(renamed)
+    changed = json.loads(dvc(laptop, "status", "--json", hardware=LAPTOP))
+    stale = {name.replace(f"{DEVICES}/", "").replace("/dvc.yaml", "") for name in changed}
+    always = {name for name in stale if name.endswith(":probe")}  # they run every time
+    assert stale - always == {"aggregate", "plot", "report"}, changed
+
+
 def test_a_price_or_peak_fixed_on_the_laptop_re_renders_and_measures_nothing(story):
     laptop = clone(story["origin"], story["where"] / "laptop-price")
     measured = raw(laptop, "podhost")
