@@ -4,6 +4,7 @@ plot, on recorded results with known answers."""
 import dataclasses
 import json
 
+import pandas as pd
 import pytest
 
 from roofline import schema
@@ -307,3 +308,73 @@ def test_every_drawn_device_gets_a_colour_however_many_there_are():
     names = [f"gpu{i}" for i in range(12)]
     colors = palette(names)
     assert list(colors) == names and colors["gpu0"] == colors["gpu8"]  # the palette cycles
+
+
+def measured_h100(tmp_path, name: str) -> dict:
+    """The pending H100 of `recorded` measured instead, on a GPU torch names `name`."""
+    records, sweeps = recorded(tmp_path)
+    found = {"name": name, "compute_capability": "9.0", "sm_count": 114, "memory_gib": 80}
+    seconds = 2 * N**3 / 500e12  # 500 TFLOP/s
+    records["h100"] = dict(
+        records["cpu"],
+        device="h100",
+        hardware=found,
+        found=found,
+        rows=[measurement("h100", "float16", [N, N, N], [seconds], 1e-3)],
+    )
+    return records, sweeps
+
+
+TWO_LINES = {
+    "kind": "cuda",
+    "dtypes": ["float16"],
+    "shapes": [[N, N, N]],
+    "skus": {
+        "sxm5": {
+            "name": "NVIDIA H100 80GB HBM3",
+            "sku": "H100 SXM5 80GB",
+            "peak_tflops": {"float16": 989.4},
+            "lab_band_tflops": {"float16": [700.0, 850.0]},
+            "lab_done_tflops": {"float16": 600},
+        },
+        "pcie": {
+            "name": "NVIDIA H100 PCIe",
+            "sku": "H100 PCIe 80GB",
+            "peak_tflops": {"float16": 756.5},
+        },
+    },
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "sku", "peak", "says"),
+    [
+        ("NVIDIA H100 80GB HBM3", "H100 SXM5 80GB", 989.4, "the lab's sanity band 700-850"),
+        (
+            "NVIDIA H100 PCIe",
+            "H100 PCIe 80GB",
+            756.5,
+            "The lab's band and done threshold were written for H100 SXM5 80GB; this is H100 "
+            "PCIe 80GB, so they are not applied.",
+        ),
+        (
+            "NVIDIA H100 SXM5 96GB",
+            "NVIDIA H100 SXM5 96GB",
+            None,
+            "No datasheet for 'NVIDIA H100 SXM5 96GB' in conf/device/h100.yaml, so no MFU: add a "
+            "line under skus with name: NVIDIA H100 SXM5 96GB (README: adding a SKU).",
+        ),
+    ],
+)
+def test_the_sku_measured_chooses_the_datasheet_and_the_lab_band_applies_to_its_own(
+    tmp_path, name, sku, peak, says
+):
+    cfg = config({"cpu": device(**CPU), "h100": device(**TWO_LINES)})
+    table, _, info, _ = aggregate(cfg, *measured_h100(tmp_path, name))
+    (row,) = table[table.device == "h100"].itertuples()
+    assert row.sku == sku and row.status == "measured" and row.achieved_tflops == pytest.approx(500)
+    assert (row.peak_tflops == peak) if peak else (pd.isna(row.peak_tflops) and pd.isna(row.mfu))
+    manifest = json.loads(json.dumps(info))
+    text = render(table, manifest)
+    assert says in text
+    assert ("the lab's sanity band" in text) == (sku == "H100 SXM5 80GB")

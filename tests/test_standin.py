@@ -343,7 +343,8 @@ def test_a_device_kind_without_graphs_or_tunableop_says_so():
 
 
 def test_the_stand_in_plays_in_a_subprocess_from_pythonpath():
-    code = (
+    code = (  # torch's spec found first, as the probe finds torch's version, then imported
+        "import importlib.util; importlib.util.find_spec('torch'); "
         "import torch, roofline.kinds as k, roofline.hardware as h; g = h.gpu_info()[0]; "
         "c = k.Cuda(0, g['uuid']); print(torch.cuda.get_device_name(0), c.tensors(), c.own_pids)"
     )

@@ -3,9 +3,17 @@ with this folder: torch.cuda is played once torch is imported, roofline.kinds' t
 once it is. Nothing is imported here, so processes that use neither (dvc, git hooks) pay nothing."""
 
 import importlib.abc
+import os
 import sys
 
 import played_cuda
+
+# .ci/run measures the GPU path's line coverage in every process that plays it (and theirs).
+if os.environ.get("STANDIN_COVERAGE"):
+    os.environ["COVERAGE_PROCESS_START"] = os.environ["STANDIN_COVERAGE"]
+    import coverage
+
+    coverage.process_startup()
 
 
 class AfterImport(importlib.abc.MetaPathFinder):
@@ -25,11 +33,14 @@ class AfterImport(importlib.abc.MetaPathFinder):
                 break
         else:
             return None
-        hook, execute = self.hooks.pop(name), spec.loader.exec_module
+        # A spec may be found without being imported (importlib.util.find_spec): the hook is
+        # spent only when the module is executed.
+        hooks, execute = self.hooks, spec.loader.exec_module
 
         def exec_module(module):
             execute(module)
-            hook(module)
+            if name in hooks:
+                hooks.pop(name)(module)
 
         spec.loader.exec_module = exec_module
         return spec
