@@ -97,11 +97,13 @@ def device_entry(
             "memory_bandwidth_gbps": dev["memory_bandwidth_gbps"],
             "peak_clock_mhz": dev["peak_clock_mhz"],
             "sm_count": dev["sm_count"],
+            "published": dev["published"],
         },
-        "lab": {
+        "lab": {  # as applied to the SKU measured, and the line the lab wrote them for
             "band_tflops": dev["lab_band_tflops"],
             "done_tflops": dev["lab_done_tflops"],
             "written_for": dev["lab_sku"],
+            "line": dev["lab_line"],
         },
     }
     if record["status"] != "measured":
@@ -201,6 +203,7 @@ def aggregate(
         "bench": to_plain(cfg.bench),
         "sweep": cfg.sweep.name,
         "knobs": cfg.knobs.name,
+        "lab_devices": list(cfg.get("lab_devices") or []),
         "devices": devices,
     }
     return Deliverables(table, knob_rows, info, metrics(table) | {"knobs": knob_metrics(knob_rows)})

@@ -6,7 +6,7 @@ this one schema."""
 
 import subprocess
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -187,7 +187,8 @@ def parse_params(
     never sees, nor depends on, the interpretation (roofline.lab_schema adds it)."""
     try:
         data = load_yaml(text, where)
-        if schema is Config and isinstance(data, dict):
+        if schema is Config and isinstance(data, dict):  # the measuring view: no interpretation
+            data = {f.name: data[f.name] for f in fields(Config) if f.name in data}
             data["devices"] = {
                 name: {k: v for k, v in dev.items() if k in MEASURING_KEYS}
                 for name, dev in (data.get("devices") or {}).items()

@@ -43,8 +43,10 @@ def judged(name: str, dev: Mapping[str, Any], measured: str | None) -> dict[str,
         "peak_tflops": {d: p for d, p in (line.get("peak_tflops") or {}).items() if p is not None},
         "lab_band_tflops": line.get("lab_band_tflops") or {},
         "lab_done_tflops": line.get("lab_done_tflops") or {},
+        "published": line.get("published") or [],
         "missing": None,
         "lab_sku": None,
+        "lab_line": None,
     }
     for figure in ("memory_bandwidth_gbps", "memory_gb", "peak_clock_mhz", "sm_count"):
         out[figure] = line.get(figure)
@@ -55,6 +57,11 @@ def judged(name: str, dev: Mapping[str, Any], measured: str | None) -> dict[str,
             if " MIG " in f" {measured} "
             else f": add a line under skus with name: {measured} (README: adding a SKU)"
         )
-    if not out["lab_band_tflops"]:  # the lab's band, if any, is another SKU's
-        out["lab_sku"] = next((s["sku"] for s in lines if s.get("lab_band_tflops")), None)
+    # The line the lab's band and done threshold were written for, whichever SKU was measured.
+    lab = next((s for s in lines if s.get("lab_band_tflops") or s.get("lab_done_tflops")), None)
+    if lab:
+        out["lab_line"] = {k: lab.get(k) or {} for k in ("lab_band_tflops", "lab_done_tflops")}
+        out["lab_line"]["sku"] = lab["sku"]
+        if not chosen or lab is not chosen[0]:
+            out["lab_sku"] = lab["sku"]  # written for another SKU: not applied to this one
     return out

@@ -10,7 +10,7 @@ from typing import Any
 from roofline.arithmetic import cpu_flop_per_cycle
 from roofline.dtypes import DTYPES
 from roofline.hardware import kind
-from roofline.roofs import cpu_peak_tflops
+from roofline.roofs import cpu_peak_tflops, implied_clock_ghz
 from roofline.rows import Row, row
 from roofline.schema import Measurement
 
@@ -48,6 +48,18 @@ def peaks(dev: Any, record: dict[str, Any]) -> dict[str, tuple[float, str]]:
         clock, clock_source = float(dev["clock_ghz"]), "set in conf"
     else:
         clock, clock_source = record["clock"]["ghz"], record["clock"]["source"]
+    # The machine beat a peak computed at this clock: the clock is the input that was low (the
+    # FMA kernel runs the FLOP per cycle assumed, on every core), so use the one it implies.
+    fma = (record.get("fma") or {}).get("gflops")
+    native = cpu_flop_per_cycle("float32", flags, microarchitecture)
+    if fma and native and clock:
+        implied = implied_clock_ghz(fma / 1e3, cores, native[0])
+        if implied > clock:
+            clock_source = (
+                f"implied by the measured FMA ceiling, {fma / 1e3:.4g} TFLOP/s; the "
+                f"{clock_source} read {clock:.2f} GHz"
+            )
+            clock = implied
     for dtype in DTYPES:
         native = cpu_flop_per_cycle(dtype, flags, microarchitecture)
         if dtype in out or not native or not clock:
@@ -56,6 +68,12 @@ def peaks(dev: Any, record: dict[str, Any]) -> dict[str, tuple[float, str]]:
         out[dtype] = (
             cpu_peak_tflops(cores, clock, flop),
             f"{cores} cores x {clock:.2f} GHz ({clock_source}) x {flop} FLOP/cycle, {isa}",
+        )
+    if fma and "float32" in out and out["float32"][0] < fma / 1e3:  # a conf peak it beat
+        out["float32"] = (
+            fma / 1e3,
+            f"the measured FMA ceiling, above the {out['float32'][0]:.4g} TFLOP/s "
+            f"{out['float32'][1]}",
         )
     return out
 
@@ -118,3 +136,43 @@ def lab_checks(band: list[float] | None, done: float | None, result: Any) -> lis
         met = "met" if achieved >= done else "NOT met"
         checks.append(f"the lab's done threshold, {done:g} TFLOP/s in float16: {met}")
     return checks
+
+
+# How far below a published figure for the same SKU and work a measurement is flagged.
+PUBLISHED_MARGIN = 0.10
+PUBLISHED_CAUSES = "the power cap, the clocks under load, other processes on the GPU, the driver"
+
+
+def published_figure(published: list[dict[str, Any]], result: Any) -> dict[str, Any] | None:
+    """The published figure for a result's dtype and shape on its SKU, if there is one."""
+    shape = [result.m, result.n, result.k]
+    same = [p for p in published if p["dtype"] == result.dtype and list(p["shape"]) == shape]
+    return same[0] if same else None
+
+
+def verdict(band: list[float] | None, published: dict | None, result: Any) -> dict[str, Any]:
+    """A measured result against the lab's band (+-20%) and a published figure (-10%):
+    {"band": "in band" | "below band" | "above band" | None, "flags": [what is wrong, short],
+    "problems": [what is wrong, and what to check]}."""
+    achieved, peak = result.achieved_tflops, result.peak_tflops
+    flags, problems = [], []
+    if peak and achieved > peak:
+        flags.append("above the dense peak: a bug")
+        problems.append(f"{achieved:.1f} TFLOP/s is above the dense peak {peak:g}: a bug")
+    where = None
+    if band:
+        low, high = band[0] * 0.8, band[1] * 1.2
+        where = "below band" if achieved < low else "above band" if achieved > high else "in band"
+        if where != "in band":
+            problems.append(
+                f"{result.dtype} {achieved:.1f} TFLOP/s is {where.split()[0]} the lab's band "
+                f"{band[0]:g}-{band[1]:g} +-20% ({low:.0f}-{high:.0f}); usual causes: {LAB_CAUSES}"
+            )
+    if published and achieved < (1 - PUBLISHED_MARGIN) * published["tflops"]:
+        flags.append(f"{1 - achieved / published['tflops']:.0%} below published")
+        problems.append(
+            f"{result.dtype} {achieved:.1f} TFLOP/s is {1 - achieved / published['tflops']:.0%} "
+            f"below the {published['tflops']:g} published for this SKU ({published['source']}); "
+            f"check {PUBLISHED_CAUSES}"
+        )
+    return {"band": where, "flags": flags, "problems": problems}

@@ -15,6 +15,16 @@ from roofline.dtypes import NAMES
 
 
 @dataclass
+class Published:
+    """A figure someone published for this SKU's work, beside which the report puts ours."""
+
+    dtype: str = MISSING
+    shape: list[int] = MISSING  # [M, N, K]
+    tflops: float = MISSING
+    source: str = MISSING  # where it is published, enough to find it
+
+
+@dataclass
 class Sku:
     """One datasheet line. Peaks are dense TFLOP/s per dtype (null: none known); bandwidth in
     GB/s (1e9), memory in GB; `peak_clock_mhz` the SM clock the dense FP16 peak assumes."""
@@ -33,6 +43,7 @@ class Sku:
     # on the line of the SKU the lab wrote them for.
     lab_band_tflops: dict[str, list[float]] = field(default_factory=dict)
     lab_done_tflops: dict[str, float] = field(default_factory=dict)
+    published: list[Published] = field(default_factory=list)
 
 
 @dataclass
@@ -51,11 +62,17 @@ class LabDevice(DeviceConfig):
 @dataclass
 class LabConfig(Config):
     devices: dict[str, LabDevice] = field(default_factory=dict)
+    # The devices the lab's Definition of Done asks to be measured.
+    lab_devices: list[str] = field(default_factory=list)
 
 
 def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
     """The datasheet values a schema's types let through but are wrong."""
-    errors = []
+    errors = [
+        f"lab_devices has {name!r}; allowed: {', '.join(cfg.devices)}"
+        for name in cfg.lab_devices
+        if name not in cfg.devices
+    ]
     for name, dev in cfg.devices.items():
         if not dev.skus:
             errors.append(
@@ -78,6 +95,13 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
                     errors.append(
                         f"{where}.lab_band_tflops.{dtype}={list(band)}; allowed: [low, high], "
                         "0 < low <= high"
+                    )
+            for i, figure in enumerate(sku.published):
+                if figure.dtype not in NAMES or len(figure.shape) != 3 or figure.tflops <= 0:
+                    errors.append(
+                        f"{where}.published[{i}]: dtype {figure.dtype!r}, shape "
+                        f"{list(figure.shape)}, {figure.tflops} TFLOP/s; allowed: a dtype of "
+                        f"{', '.join(NAMES)}, [M, N, K], TFLOP/s > 0"
                     )
             if sku.memory_gb is not None:
                 errors += memory_errors(cfg, name, dev, sku.memory_gb, where)

@@ -1,5 +1,7 @@
-"""REPORT.md: the plot, the table, and a gap paragraph per device built from its numbers."""
+"""REPORT.md, one page: the plot, one table, the lab's Definition of Done, a short gap paragraph
+per device built from its numbers; REPORT-appendix.md: everything else."""
 
+import itertools
 import math
 from types import SimpleNamespace
 from typing import Any
@@ -16,7 +18,8 @@ from roofline.ceilings import (
     predictions,
     why,
 )
-from roofline.dtypes import DTYPES
+from roofline.dtypes import DTYPES, LAB_DTYPE
+from roofline.interpret import PUBLISHED_CAUSES, PUBLISHED_MARGIN, published_figure, verdict
 from roofline.roofs import ridge_point
 from roofline.rows import KNOB_COLUMNS, knob_title
 
@@ -450,7 +453,7 @@ def device_section(
 
 def shown(rows: pd.DataFrame, manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
     """(devices the report shows, devices not measured yet that it only names): a device not
-    measured yet gets its section only if its conf shows it pending (the lab's own)."""
+    measured yet gets its line only if its conf shows it pending (the lab's own)."""
     shown, named = [], []
     for name in dict.fromkeys(rows.device):
         entry = manifest["devices"][name]
@@ -459,69 +462,318 @@ def shown(rows: pd.DataFrame, manifest: dict[str, Any]) -> tuple[list[str], list
     return shown, named
 
 
-def render(rows: pd.DataFrame, manifest: dict[str, Any], knobs: pd.DataFrame | None = None) -> str:
-    sweep = manifest.get("sweep", "none")
+def lab_head(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> Any:
+    """The device's headline row of the lab kernel, or None when nothing of it was measured."""
+    if entry["status"] != "measured":
+        return None
+    return headline(rows[(rows.device == name) & (rows.series == "lab")], entry["kind"])
+
+
+def judgement(entry: dict[str, Any], head: Any) -> tuple[dict | None, dict[str, Any]]:
+    """(the published figure for the headline's work on its SKU, its verdict)."""
+    figure = published_figure(entry["datasheet"].get("published", []), head)
+    return figure, verdict(entry["lab"]["band_tflops"].get(head.dtype), figure, head)
+
+
+def verdict_cell(entry: dict[str, Any], head: Any) -> str:
+    if head is None:
+        return "pending" if entry["status"] != "measured" else "nothing measured"
+    judged = judgement(entry, head)[1]
+    written_for = entry["lab"].get("written_for")
+    band = judged["band"] or (
+        f"no band for this SKU (the lab's is {written_for}'s)" if written_for else "no band"
+    )
+    return "; ".join([band, *(f"⚠ {flag}" for flag in judged["flags"])])
+
+
+def summary_table(rows: pd.DataFrame, manifest: dict[str, Any], devices: list[str]) -> str:
+    """One line per device: its lab kernel's figures beside the lab's band and what others
+    published for the SKU, and the verdict."""
+    lines = [
+        "| device | SKU | dtype | TFLOP/s | MFU | GB/s | FLOP/byte | lab's band | published | verdict |",
+        "|---|---|---|---:|---:|---:|---:|---|---:|---|",
+    ]
+    for name in devices:
+        entry = manifest["devices"][name]
+        head = lab_head(name, entry, rows)
+        dtype = head.dtype if head is not None else LAB_DTYPE[entry["kind"]]
+        band = entry["lab"]["band_tflops"].get(dtype)
+        shape = SimpleNamespace(dtype=dtype, m=8192, n=8192, k=8192) if head is None else head
+        figure = published_figure(entry["datasheet"].get("published", []), shape)
+        cells = [name, entry["sku"], dtype]
+        if head is None:
+            cells += ["", "", "", ""]
+        else:
+            cells += [
+                f"{head.achieved_tflops:.4g}",
+                _num(head.mfu, ".1%"),
+                f"{head.achieved_bw_gbps:.1f}",
+                f"{head.arithmetic_intensity:.0f}",
+            ]
+        cells += [
+            f"{band[0]:g}-{band[1]:g} ±20%" if band else "",
+            f"{figure['tflops']:g}" if figure else "",
+            verdict_cell(entry, head),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def definition_of_done(
+    rows: pd.DataFrame, manifest: dict[str, Any], concrete: dict[str, bool], plotted: bool
+) -> list[str]:
+    """The lab's Definition of Done, each item with what was measured."""
+    lab = [n for n in manifest.get("lab_devices", []) if n in manifest["devices"]]
+    measured = [n for n in lab if manifest["devices"][n]["status"] == "measured"]
+    pending = [n for n in lab if n not in measured]
+    items = [
+        (
+            not pending,
+            f"The lab's {len(lab)} devices measured ({', '.join(lab)}): "
+            + (f"{', '.join(measured)} measured" if measured else "none measured")
+            + (f"; {', '.join(pending)} pending" if pending else ""),
+        )
+    ]
+    for name in lab:
+        entry = manifest["devices"][name]
+        line = entry["lab"].get("line") or {}
+        for dtype, done in (line.get("lab_done_tflops") or {}).items():
+            wanted = f"{name} {dtype} ≥ {done:g} TFLOP/s"
+            head = lab_head(name, entry, rows)
+            if head is None or head.dtype != dtype:
+                items.append((False, f"{wanted}: pending"))
+            elif entry["lab"].get("written_for"):
+                items.append(
+                    (
+                        False,
+                        f"{wanted} (written for the {line['sku']}): {head.achieved_tflops:.4g} "
+                        f"measured on another SKU, the {entry['sku']}",
+                    )
+                )
+            else:
+                met = head.achieved_tflops >= done
+                items.append((met, f"{wanted}: {head.achieved_tflops:.4g} measured"))
+    items.append(
+        (
+            plotted,
+            "The roofline plot is in the artifacts and above"
+            if plotted
+            else "The roofline plot: not drawn yet (the plot stage writes roofline.png)",
+        )
+    )
+    shown = [n for n in concrete if manifest["devices"][n]["status"] == "measured"]
+    items.append(
+        (
+            bool(shown) and all(concrete[n] for n in shown),
+            "A concrete gap paragraph per measured device, naming its measured cause and the "
+            f"next knob: {sum(concrete[n] for n in shown)} of {len(shown)}",
+        )
+    )
+    return [f"- [{'x' if ok else ' '}] {text}." for ok, text in items]
+
+
+def largest_loss(steps: list[dict[str, Any]]) -> tuple[dict, dict] | None:
+    """(the step with the largest measured drop, the step above it), of a breakdown."""
+    measured = [s for s in steps if s["tflops"]]
+    pairs = list(itertools.pairwise(measured))
+    if not pairs:
+        return None
+    above, below = min(pairs, key=lambda pair: pair[1]["tflops"] / pair[0]["tflops"])
+    return below, above
+
+
+# A breakdown's steps (roofline.ceilings.breakdown), as a loss, and as what a step leaves.
+LOSS = {
+    "at the SM clock under load": "the SM clock under load",
+    "measured FMA ceiling": "the cores' own FMA throughput",
+    "measured compute ceiling": "the shape",
+    "tile and wave quantisation": "tile and wave quantisation",
+}
+LEFT = {
+    "dense peak": "of the dense peak",
+    "at the SM clock under load": "the SM clock under load leaves",
+    "measured FMA ceiling": "the cores' FMA throughput allows",
+    "measured compute ceiling": "the best shape measured reaches",
+    "tile and wave quantisation": "that tile and wave quantisation leave",
+}
+
+
+def cause_sentence(name: str, entry: dict[str, Any], rows: pd.DataFrame, head: Any) -> str:
+    """The largest loss the breakdown measured, from the peak down to the achieved figure."""
+    if pd.isna(head.peak_tflops):
+        return ""
+    ceiling = measured_ceilings(rows)[(name, head.dtype)]
+    details, sheet = entry.get("details", {}), entry["datasheet"]
+    steps = breakdown(
+        head,
+        ceiling,
+        entry["kind"],
+        details.get("sm_count") or sheet.get("sm_count"),
+        entry.get("fma"),
+        sheet.get("peak_clock_mhz"),
+    )
+    found = largest_loss(steps)
+    if found is None:
+        return ""
+    below, above = found
+    share = below["tflops"] / above["tflops"]
+    if below["step"] == "achieved":
+        return (
+            "Its largest loss is in the kernel itself, past what the breakdown measures: it "
+            f"reaches {share:.0%} of the {above['tflops']:.4g} TFLOP/s {LEFT[above['step']]}."
+        )
+    note = below["note"].split(":")[0] if below["step"] == "measured FMA ceiling" else below["note"]
+    return f"Its largest measured loss is {LOSS[below['step']]} ({note}): {share:.0%} of the step above."
+
+
+def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:
+    """The next knob: the largest measured one the kernel leaves unturned, else the fastest
+    other dtype on the same shape."""
+    left = knobs[(knobs.status == "measured") & (knobs.lab_turns.astype(str) == "False")]
+    if not left.empty:
+        best = SimpleNamespace(**left.loc[left.gain.idxmax()].to_dict())
+        return (
+            f"Next knob: {knob_title(best.knob, best.baseline, best.variant)}, measured "
+            f"{best.gain:.3g}× at {best.m}×{best.n}×{best.k}."
+        )
+    same = same_point(rows, head)
+    others = same[(same.dtype != head.dtype) & (same.achieved_tflops > head.achieved_tflops)]
+    if not others.empty:
+        best = SimpleNamespace(**others.loc[others.achieved_tflops.idxmax()].to_dict())
+        return (
+            f"Next knob: {best.dtype}, measured {best.achieved_tflops / head.achieved_tflops:.2f}× "
+            f"{head.dtype} on the same shape, at the cost of {best.dtype}'s precision."
+        )
+    return (
+        "Next knob: not measured yet; `uv run dvc exp run -S knobs=lab` measures the lab's "
+        "knobs as gains."
+    )
+
+
+def summary_paragraph(
+    name: str, entry: dict[str, Any], rows: pd.DataFrame, knobs: pd.DataFrame
+) -> tuple[str, bool]:
+    """3 to 5 sentences: what it reached, beside what others published; its largest measured
+    loss; the next knob; where its datasheet falls short. And whether it named a cause and a
+    knob (the Definition of Done's "concrete")."""
+    head = lab_head(name, entry, rows)
+    if head is None:
+        return (
+            f"**{name}**: nothing was measured; every row is skipped or failed (appendix).",
+            False,
+        )
+    mfu = (
+        f", MFU {head.mfu:.1%} of the dense {head.peak_tflops:.4g}"
+        if pd.notna(head.mfu)
+        else "; no MFU, no datasheet peak"
+    )
+    sentences = [
+        f"**{name}** ({entry['sku']}) ran {head.dtype} {head.m}×{head.n}×{head.k} at "
+        f"**{head.achieved_tflops:.4g} TFLOP/s**{mfu}."
+    ]
+    figure = judgement(entry, head)[0]
+    if figure:
+        text = (
+            f"Published for this SKU: {figure['tflops']:g} TFLOP/s ({figure['source']}); this "
+            f"run is {head.achieved_tflops / figure['tflops']:.0%} of it"
+        )
+        below = head.achieved_tflops < (1 - PUBLISHED_MARGIN) * figure["tflops"]
+        sentences.append(text + (f": check {PUBLISHED_CAUSES}." if below else "."))
+    cause = cause_sentence(name, entry, rows, head)
+    knob = knob_sentence(head, rows[rows.device == name], knobs)
+    sentences += [s for s in (cause, knob, datasheet_sentence(entry)) if s]
+    return " ".join(sentences), bool(cause) and not knob.startswith("Next knob: not measured")
+
+
+def pending_line(name: str, entry: dict[str, Any]) -> str:
+    how = "`uv run dvc repro` on a machine that has it"
+    if entry["kind"] == "cuda":
+        how += f", or `uv run --group cloud python -m roofline.cloud {name}`"
+    return f"- **{name}** ({entry['sku']}): pending; {how}."
+
+
+def render(
+    rows: pd.DataFrame,
+    manifest: dict[str, Any],
+    knobs: pd.DataFrame | None = None,
+    plotted: bool = True,
+) -> str:
+    """REPORT.md: one page. The plot, one table, the lab's Definition of Done, a paragraph per
+    measured device and a line per pending one; everything else is in the appendix."""
     devices, unmeasured = shown(rows, manifest)
+    knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
+    paragraphs = {
+        name: summary_paragraph(name, manifest["devices"][name], rows, knobs[knobs.device == name])
+        for name in devices
+        if manifest["devices"][name]["status"] == "measured"
+    }
     out = [
-        "# Roofline report: dense matmul on every device",
+        "# Roofline report: dense matmul, FP16 8192³ on GPUs (FP32 on a CPU)",
         "",
-        "The lab's kernel, C = A·B with M = N = K = 8192: float16 on GPUs, float32 through the "
-        "BLAS on a CPU (every BLAS there is, the fastest as the headline). FLOPs = 2·M·N·K; "
-        "bytes = (M·K + K·N)·input size + M·N·output size, the ideal-cache lower bound; MFU = "
-        "achieved / dense datasheet peak of the same dtype. Solid lines: datasheet (CPU: "
-        "computed) peaks and bandwidths; dotted: measured ceilings (a CPU's FMA ceiling; the "
-        "best TFLOP/s measured per dtype, "
+        "C = A·B, FLOPs = 2·M·N·K, bytes = each operand moved once; MFU = achieved / the dense "
+        "datasheet peak of the SKU measured (a CPU's: computed). The lab's band allows ±20%; "
+        "a run more than 10% below a published figure for its SKU is flagged. How each figure "
+        "was measured, every gap's breakdown and each point's prediction: "
+        "[the appendix](REPORT-appendix.md).",
+        "",
+        "![roofline](roofline.png)",
+        "",
+        summary_table(rows, manifest, devices),
+        "",
+        "## Definition of Done",
+        "",
+        *definition_of_done(rows, manifest, {n: ok for n, (_, ok) in paragraphs.items()}, plotted),
+        "",
+        "## The gaps",
+    ]
+    for name in devices:
+        entry = manifest["devices"][name]
+        out += ["", paragraphs[name][0] if name in paragraphs else pending_line(name, entry)]
+    if unmeasured:
+        listed = ", ".join(f"{n} ({manifest['devices'][n]['sku']})" for n in unmeasured)
+        out += ["", f"Not measured, and shown once a machine that has them runs: {listed}."]
+    return "\n".join(out) + "\n"
+
+
+def appendix(
+    rows: pd.DataFrame, manifest: dict[str, Any], knobs: pd.DataFrame | None = None
+) -> str:
+    """Everything the page leaves out: every row, each device's whole story (gap, breakdown,
+    cost, roofline check, knob ladder), each point against the roofline's prediction."""
+    sweep = manifest.get("sweep", "none")
+    knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
+    out = [
+        "# Appendix: how each figure was measured, and every point",
+        "",
+        "FLOPs = 2·M·N·K; bytes = (M·K + K·N)·input size + M·N·output size, the ideal-cache "
+        "lower bound. Solid lines in the plot: datasheet (CPU: computed) peaks and bandwidths; "
+        "dotted: measured ceilings (a CPU's FMA ceiling; the best TFLOP/s measured per dtype, "
         + (
             "which with no sweep is the lab kernel itself; "
             if sweep == "none"
             else f"over the lab kernel and the {sweep} sweep; "
         )
         + "the copy bandwidth). Every sample, version, seed and cost is in "
-        "`devices/<name>/*.json` and `manifest.json`; [the appendix](REPORT-appendix.md) has "
-        + (
-            "each point's prediction and the sweeps."
-            if sweep != "none"
-            else "each point's prediction."
-        ),
+        "`devices/<name>/*.json` and `manifest.json`.",
         "",
-        "![roofline](roofline.png)",
+        table(rows[rows.series == "lab"]),
         "",
-        table(rows[(rows.series == "lab") & rows.device.isin(devices)]),
-        "",
-        "## Gaps to peak",
+        "## Each device",
     ]
-    knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
-    for name in devices:
+    for name in dict.fromkeys(rows.device):
         entry, own = manifest["devices"][name], knobs[knobs.device == name]
         out += ["", *device_section(name, entry, rows[rows.device == name], own)]
-    if unmeasured:
-        listed = ", ".join(f"{n} ({manifest['devices'][n]['sku']})" for n in unmeasured)
-        out += [
-            "",
-            "Not measured yet, and shown once a machine that has them runs `uv run dvc repro`: "
-            f"{listed}.",
-        ]
     if manifest.get("knobs", "none") != "none":
-        out += [
-            "",
-            "## Knobs",
-            "",
-            "The ladders above, drawn (gain on a log scale):",
-            "",
-            "![knobs](knobs.png)",
-        ]
-    return "\n".join(out) + "\n"
-
-
-def appendix(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
-    """Every measured point with its roofline prediction; the sweeps' panels."""
-    out = [
-        "# Appendix: every measured point against the roofline's prediction",
+        out += ["", "## Knobs", "", "The ladders above, drawn (gain on a log scale):", ""]
+        out += ["![knobs](knobs.png)"]
+    out += [
         "",
-        f"Sweep: {manifest.get('sweep', 'none')}. Predicted time = max(FLOPs / measured ceiling of "
-        "the dtype, bytes / measured copy bandwidth); error = measured / predicted - 1. Each "
-        "dtype's best point defines its ceiling, so its prediction is exact by construction: "
-        'its error reads "defines it".',
+        "## Every measured point against the roofline's prediction",
+        "",
+        f"Sweep: {sweep}. Predicted time = max(FLOPs / measured ceiling of the dtype, bytes / "
+        "measured copy bandwidth); error = measured / predicted - 1. Each dtype's best point "
+        "defines its ceiling, so its prediction is exact by construction: its error reads "
+        '"defines it".',
         "",
         "![sweeps](roofline-sweeps.png)",
     ]
@@ -532,7 +784,7 @@ def appendix(rows: pd.DataFrame, manifest: dict[str, Any]) -> str:
         pred = predictions(rows[rows.device == name], {name: entry["memory_copy"]["gbps"]})
         out += [
             "",
-            f"## {name}",
+            f"### {name}",
             "",
             "| series | dtype | M×N×K | FLOP/byte | TFLOP/s | measured s | predicted s | error | bound |",
             "|---|---|---|---:|---:|---:|---:|---:|---|",

@@ -33,3 +33,9 @@ def roof_tflops(intensity_flop_per_byte: Any, peak_tflops: float, bandwidth_gbps
 def cpu_peak_tflops(cores: int, clock_ghz: float, flop_per_cycle: int) -> float:
     """cores x clock x FLOP per cycle per core."""
     return cores * clock_ghz * 1e9 * flop_per_cycle / 1e12
+
+
+def implied_clock_ghz(measured_tflops: float, cores: int, flop_per_cycle: int) -> float:
+    """The clock a measured throughput needs at this FLOP per cycle on these cores: the inverse
+    of cpu_peak_tflops. Above the clock a computed peak used, it says that clock was low."""
+    return measured_tflops * 1e12 / (cores * flop_per_cycle * 1e9)

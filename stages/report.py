@@ -1,5 +1,5 @@
-"""Stage report: results.csv + manifest.json -> REPORT.md (one page, the plot beside it) and
-REPORT-appendix.md (every point against the roofline's prediction, the sweeps)."""
+"""Stage report: results.csv + manifest.json (+ the plot it shows) -> REPORT.md (one page) and
+REPORT-appendix.md (each device's whole story, every point against the roofline's prediction)."""
 
 import json
 
@@ -16,8 +16,10 @@ def main() -> None:
     manifest = json.loads((EXPERIMENT / "manifest.json").read_text())
     write_texts_atomic(
         {
-            EXPERIMENT / "REPORT.md": render(rows, manifest, knobs),
-            EXPERIMENT / "REPORT-appendix.md": appendix(rows, manifest),
+            EXPERIMENT / "REPORT.md": render(
+                rows, manifest, knobs, plotted=(EXPERIMENT / "roofline.png").exists()
+            ),
+            EXPERIMENT / "REPORT-appendix.md": appendix(rows, manifest, knobs),
         }
     )
 

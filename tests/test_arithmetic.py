@@ -87,3 +87,11 @@ def test_buffer_sets_fill_twice_the_cache():
     assert ar.buffer_sets(operand_bytes=100, cache_bytes=100) == 1
     assert ar.buffer_sets(operand_bytes=100, cache_bytes=120) == 3  # 240 / 100, rounded up
     assert ar.buffer_sets(operand_bytes=30, cache_bytes=0) == 1
+
+
+def test_the_clock_a_measured_ceiling_implies():
+    # 0.543 TFLOP/s on 2 cores at 64 FLOP/cycle needs 4.2422 GHz: a 4.00 GHz reading was low.
+    assert roofs.implied_clock_ghz(0.543, 2, 64) == pytest.approx(4.2422, abs=1e-4)
+    assert roofs.cpu_peak_tflops(2, roofs.implied_clock_ghz(0.543, 2, 64), 64) == pytest.approx(
+        0.543
+    )

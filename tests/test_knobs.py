@@ -179,7 +179,7 @@ def test_gains_ladder_metrics_and_the_largest_unturned_knob():
 def test_with_knobs_measured_the_gap_paragraph_cites_the_largest_unturned_one():
     import json
 
-    from roofline.report import render
+    from roofline.report import appendix, render
     from tests.test_results import aggregated
 
     points = [measured_knob("cpu", "float32 -> bfloat16", [1.0], [0.25], False)]
@@ -189,5 +189,7 @@ def test_with_knobs_measured_the_gap_paragraph_cites_the_largest_unturned_one():
     )
     manifest = json.loads(json.dumps(manifest | {"knobs": "lab"}))
     text = render(table, manifest, knobs)
-    assert "The largest knob this kernel leaves unturned, measured: float32 -> bfloat16: " in text
-    assert "4× at 2048×2048×2048" in text and "## Knobs" in text
+    assert "Next knob: float32 -> bfloat16: " in text and "measured 4× at 2048×2048×2048." in text
+    extra = appendix(table, manifest, knobs)
+    assert "The largest knob this kernel leaves unturned, measured: float32 -> bfloat16: " in extra
+    assert "4× at 2048×2048×2048" in extra and "## Knobs" in extra

@@ -14,7 +14,7 @@ from roofline.config import to_plain
 from roofline.datasheets import judged
 from roofline.interpret import interpret, peaks
 from roofline.measure import native_cpu_dtypes
-from roofline.schema import empty
+from roofline.schema import empty, measurement
 from roofline.timing import EventTimer
 from stages import probe
 from tests.conftest import device
@@ -142,6 +142,43 @@ def test_computed_peaks_use_physical_cores_and_each_cores_vector_units():
     # 12 physical cores on Windows, AVX2 with two FMA units: 32 FLOP/cycle.
     windows = peaks(CPU, record(FACTS["windows-intel"]))
     assert windows["float32"][0] == pytest.approx(12 * 3.0 * 32 / 1e3)
+
+
+# This project's CI machine, as one session recorded it: 2 cores of an AMD EPYC with AVX-512 on
+# full-width units (64 FLOP/cycle), a measured all-core clock of 4.00 GHz (so 0.512 TFLOP/s
+# computed), and an FMA kernel that measured 0.543 TFLOP/s on the same cores.
+EPYC = {
+    "system": "Linux",
+    "machine": "x86_64",
+    "brand": "AMD EPYC",
+    "vendor": "AuthenticAMD",
+    "family": 0x1A,
+    "model_number": 0x02,
+    "flags": ["avx2", "fma", "avx512f", "avx512_bf16"],
+    "cache_bytes": 32 << 20,
+    "usable_cores": 2,
+    "physical_cores": 2,
+    "memory_bytes": 24 * GIB,
+}
+
+
+def test_a_cpu_that_beats_its_computed_peak_is_held_to_the_clock_its_fma_ceiling_implies():
+    beaten = record(EPYC, ghz=4.0) | {"fma": {"gflops": 543.0, "vector": "AVX-512 (512-bit)"}}
+    peak, source = peaks(CPU, beaten)["float32"]
+    assert peak == pytest.approx(0.543)  # never the 0.512 the machine has beaten
+    assert "implied by the measured FMA ceiling, 0.543 TFLOP/s" in source
+    assert "4.24 GHz" in source and "read 4.00 GHz" in source  # 0.543e12 / (2 x 64) Hz
+    # The BLAS at 0.50 TFLOP/s: MFU 92%, not 98% against the beaten peak.
+    seconds = 2 * 4096**3 / 0.50e12
+    (row,) = interpret([measurement("cpu", "float32", [4096] * 3, [seconds], 1e-6)], CPU, beaten)
+    assert row.mfu == pytest.approx(0.50 / 0.543) and not row.flag
+    # A peak set in conf below the ceiling gives way too, and says so.
+    low = judged("cpu", to_plain(device(kind="cpu", peak_tflops={"float32": 0.4})), None)
+    peak, source = peaks(low, beaten)["float32"]
+    assert peak == pytest.approx(0.543) and source.startswith("the measured FMA ceiling, above")
+    # A clock the ceiling does not beat stands.
+    unbeaten = record(EPYC, ghz=4.0) | {"fma": {"gflops": 480.0, "vector": "AVX-512 (512-bit)"}}
+    assert peaks(CPU, unbeaten)["float32"][0] == pytest.approx(0.512)
 
 
 def test_apple_silicon_gets_no_invented_peak_and_says_why():

@@ -209,14 +209,23 @@ def test_aggregate_refuses_a_results_file_for_another_device(tmp_path):
 
 
 def test_report_explains_the_measured_and_shows_how_to_measure_the_pending(tmp_path):
-    text = render(*aggregated(tmp_path))
+    table, info = aggregated(tmp_path)
+    text = render(table, info)
     assert "![roofline](roofline.png)" in text
-    assert "**float32 8192×8192×8192** ran at **0.3141 TFLOP/s**" in text  # 2*8192^3 / 3.5 s
-    assert "MFU 64.1%" in text  # 0.3141 / 0.49
-    assert "float16 (torch) skipped: no native float16 on this CPU" in text
-    assert "### h100: NVIDIA H100 80GB SXM5 (pending)" in text
-    assert "uv run dvc pull --allow-missing && uv run dvc repro && uv run dvc push" in text
-    assert "float16 ridge 295 FLOP/byte" in text
+    # 2*8192^3 / 3.5 s = 0.3141 TFLOP/s; against the computed 0.49: MFU 64.1%.
+    assert "| cpu | Laptop CPU | float32 | 0.3141 | 64.1% | 0.2 | 1365 |  |  | no band |" in text
+    assert (
+        "**cpu** (Laptop CPU) ran float32 8192×8192×8192 at **0.3141 TFLOP/s**, MFU 64.1% of "
+        "the dense 0.49." in text
+    )
+    assert "| h100 | NVIDIA H100 80GB SXM5 | float16 |  |  |  |  |  |  | pending |" in text
+    assert "- **h100** (NVIDIA H100 80GB SXM5): pending; `uv run dvc repro` on a machine" in text
+    extra = appendix(table, info)
+    assert "**float32 8192×8192×8192** ran at **0.3141 TFLOP/s**" in extra
+    assert "float16 (torch) skipped: no native float16 on this CPU" in extra
+    assert "### h100: NVIDIA H100 80GB SXM5 (pending)" in extra
+    assert "uv run dvc pull --allow-missing && uv run dvc repro && uv run dvc push" in extra
+    assert "float16 ridge 295 FLOP/byte" in extra
 
 
 def test_plot_draws_every_device(tmp_path):
@@ -248,8 +257,8 @@ def test_report_has_the_breakdown_cost_and_roofline_check_and_an_appendix(tmp_pa
     cfg = config({"cpu": device(**CPU), "h100": device(**H100)})
     table, _, info, _ = aggregate(cfg, records, sweeps)
     info = json.loads(json.dumps(info))
-    text = render(table, info)
-    assert "4096×4096×4096" not in text.split("## Gaps")[0]  # the one-page table is the lab's rows
+    assert "4096×4096×4096" not in render(table, info)  # the page's table: the lab's kernel
+    text = appendix(table, info)
     assert "- dense peak: **0.49 TFLOP/s**" in text
     # 2*4096^3 / 0.4 s = 0.3436 TFLOP/s, the best float32 measured: the ceiling.
     assert (
@@ -267,7 +276,7 @@ def test_report_has_the_breakdown_cost_and_roofline_check_and_an_appendix(tmp_pa
         "1 compute-bound point, median |error| 9.4%, worst +9% at float32 8192×8192×8192 (lab, torch): "
         "compute-bound below the best shape's rate" in text
     )
-    extra = appendix(table, info)
+    extra = text
     assert (
         "| square | float32 | 4096×4096×4096 | 682.7 | 0.3436 | 0.4 | 0.4 | defines it | compute |"
         in extra
@@ -276,7 +285,7 @@ def test_report_has_the_breakdown_cost_and_roofline_check_and_an_appendix(tmp_pa
 
 
 def test_with_no_sweep_the_report_says_what_it_cannot_check(tmp_path):
-    text = render(*aggregated(tmp_path))
+    text = appendix(*aggregated(tmp_path))
     assert "Roofline check: nothing to check yet." in text and "sweep=short" in text
     assert "median |error|" not in text  # no error that is zero by construction
     assert "- measured compute ceiling: not measured apart from this kernel" in text
@@ -349,7 +358,7 @@ TWO_LINES = {
 @pytest.mark.parametrize(
     ("name", "sku", "peak", "says"),
     [
-        ("NVIDIA H100 80GB HBM3", "H100 SXM5 80GB", 989.4, "the lab's sanity band 700-850"),
+        ("NVIDIA H100 80GB HBM3", "H100 SXM5 80GB", 989.4, "| 700-850 ±20% |  | below band |"),
         (
             "NVIDIA H100 PCIe",
             "H100 PCIe 80GB",
@@ -377,4 +386,41 @@ def test_the_sku_measured_chooses_the_datasheet_and_the_lab_band_applies_to_its_
     manifest = json.loads(json.dumps(info))
     text = render(table, manifest)
     assert says in text
-    assert ("the lab's sanity band" in text) == (sku == "H100 SXM5 80GB")
+    extra = appendix(table, manifest)
+    assert ("the lab's sanity band" in extra) == (sku == "H100 SXM5 80GB")
+
+
+@pytest.mark.parametrize(
+    ("achieved", "problem"),
+    [
+        (760.0, None),  # inside 700-850, above 90% of the 736.2 published
+        (500.0, "float16 500.0 TFLOP/s is below the lab's band 700-850 +-20% (560-1020)"),
+        (600.0, "is 19% below the 736.2 published for this SKU (zzc0721"),  # in band (>= 560)
+    ],
+)
+def test_the_check_command_exits_1_on_a_device_below_its_band_or_a_published_figure(
+    tmp_path, capsys, achieved, problem
+):
+    from roofline import check
+    from roofline.lab_schema import load_lab_params
+    from tests.machines import ROOT
+
+    cfg = load_lab_params(ROOT / "params.yaml")  # the lab's own datasheets and bands
+    records, sweeps = measured_h100(tmp_path, "NVIDIA H100 80GB HBM3")
+    seconds = 2 * N**3 / (achieved * 1e12)
+    records["h100"]["rows"] = [measurement("h100", "float16", [N, N, N], [seconds], 1e-3)]
+    records = {name: records[name] for name in ("cpu", "h100")}
+    cfg.devices = {name: cfg.devices[name] for name in records}
+    table, _, info, _ = aggregate(cfg, records, sweeps)
+    out = tmp_path / "deliverables"
+    out.mkdir()
+    table.to_csv(out / "results.csv", index=False)
+    (out / "manifest.json").write_text(json.dumps(info))
+    with pytest.raises(SystemExit) as exit_:
+        check.main(["--dir", str(out), "h100"])
+        raise SystemExit(0)
+    said = capsys.readouterr().out
+    if problem is None:
+        assert exit_.value.code == 0 and "every measured device is inside its band" in said
+    else:
+        assert exit_.value.code == 1 and problem in said and said.startswith("h100 (H100 SXM5")

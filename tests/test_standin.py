@@ -80,9 +80,13 @@ def test_a_pcie_card_rented_for_h100_is_measured_as_h100_and_judged_as_pcie(tmp_
     assert float(h100[0]["peak_tflops"]) == 756.5  # the PCIe line's, not the SXM5's 989.4
     assert float(h100[0]["mfu"]) == pytest.approx(float(h100[0]["achieved_tflops"]) / 756.5)
     report = (laptop / "experiments/x4-roofline/REPORT.md").read_text()
-    assert "### h100: H100 PCIe 80GB (NVIDIA H100 PCIe" in report
-    assert "the lab's sanity band" not in report  # written for the SXM5, not applied here
+    assert "| h100 | H100 PCIe 80GB | float16 |" in report
+    assert "no band for this SKU (the lab's is H100 SXM5 80GB's)" in report
     assert "The lab's band and done threshold were written for H100 SXM5 80GB" in report
+    assert "h100 float16 ≥ 600 TFLOP/s (written for the H100 SXM5 80GB)" in report  # not met
+    extra = (laptop / "experiments/x4-roofline/REPORT-appendix.md").read_text()
+    assert "### h100: H100 PCIe 80GB (NVIDIA H100 PCIe" in extra
+    assert "the lab's sanity band" not in extra  # written for the SXM5, not applied here
 
 
 # scripts/gpu-check end to end, as a user runs it on a pod.

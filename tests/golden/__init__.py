@@ -1,0 +1,180 @@
+"""Golden pages: REPORT.md and REPORT-appendix.md rendered from fixed records under the lab's
+own conf (params.yaml), compared whole by tests/test_golden.py. Rewrite them after a change you
+mean, and review the diff of the page:
+
+    uv run python -m tests.golden
+
+The records are fixtures, not results: `cpu.json` is a CPU record one `uv run dvc repro` wrote
+on this project's CI machine (2 cores of an AMD EPYC, 2026-12-01); the GPUs' are played below,
+at rates near what their datasheets and published figures lead one to expect, so that every
+part of the page has something to show. mps stays pending."""
+
+import dataclasses
+import json
+from pathlib import Path
+
+from roofline.aggregate import aggregate
+from roofline.lab_schema import load_lab_params
+from roofline.records import knobs_record, pending_record, sweep_record
+from roofline.report import appendix, render
+from roofline.schema import measurement, measurement_from_dict
+
+HERE = Path(__file__).parent
+ROOT = HERE.parents[1]
+PAGES = {"REPORT.md": HERE / "REPORT.md", "REPORT-appendix.md": HERE / "REPORT-appendix.md"}
+N = 8192
+
+# Played GPUs: (torch's name, SMs, GiB, l2 MiB, power limit W, max SM MHz, SM MHz under load,
+# W under load, clock limits, copy GB/s, {dtype: TFLOP/s}).
+GPUS = {
+    "a100": (
+        "NVIDIA A100-SXM4-80GB",
+        108,
+        80,
+        40,
+        400.0,
+        1410,
+        1410,
+        392.0,
+        "",
+        1710.0,
+        {"float16": 252.0, "bfloat16": 259.0, "tf32": 138.0, "float32": 19.2},
+    ),
+    "h100": (
+        "NVIDIA H100 80GB HBM3",
+        132,
+        80,
+        50,
+        700.0,
+        1980,
+        1755,
+        690.0,
+        "sw_power_cap",
+        2910.0,
+        {
+            "float16": 702.0,
+            "bfloat16": 768.0,
+            "float8_e4m3fn": 1260.0,
+            "tf32": 402.0,
+            "float32": 51.5,
+        },
+    ),
+    "h200": (
+        "NVIDIA H200",
+        132,
+        141,
+        60,
+        700.0,
+        1980,
+        1785,
+        680.0,
+        "sw_power_cap",
+        4190.0,
+        {
+            "float16": 731.0,
+            "bfloat16": 779.0,
+            "float8_e4m3fn": 1310.0,
+            "tf32": 410.0,
+            "float32": 52.6,
+        },
+    ),
+}
+
+
+def gpu_record(name: str) -> dict:
+    gpu, sms, gib, l2, limit, max_mhz, mhz, watts, limits, copy_gbps, rates = GPUS[name]
+    hardware = {
+        "name": gpu,
+        "compute_capability": "9.0" if sms == 132 else "8.0",
+        "sm_count": sms,
+        "memory_gib": gib,
+    }
+    found = hardware | {
+        "index": 0,
+        "memory_bytes": gib << 30,
+        "l2_bytes": l2 << 20,
+        "uuid": f"GPU-played-{name}",
+        "cuda": "13.2",
+        "cublaslt": 130401,
+        "driver": "580.65.06",
+        "power_limit_w": limit,
+        "max_sm_clock_mhz": max_mhz,
+    }
+    rows = []
+    for dtype, tflops in rates.items():
+        seconds = 2 * N**3 / (tflops * 1e12)
+        samples = [seconds * f for f in (0.99, 1.0, 1.0, 1.01, 1.02)]
+        telemetry = {
+            "sm_clock_mhz": mhz,
+            "sm_clock_max_mhz": max_mhz,
+            "power_w": watts,
+            "energy_j": watts * sum(samples),
+            "power_source": "energy counter",
+            "temperature_max_c": 64,
+            "throttle_reasons": [limits] if limits else [],
+        }
+        rows.append(
+            dataclasses.asdict(
+                measurement(
+                    name,
+                    dtype,
+                    [N, N, N],
+                    samples,
+                    1e-3,
+                    telemetry,
+                    timing="cuda events, calls back to back",
+                )
+            )
+        )
+    copied = 2 << 30
+    return {
+        "device": name,
+        "status": "measured",
+        "hardware": hardware,
+        "found": found,
+        "run": {
+            "started_at": "2026-12-01T12:00:00+00:00",
+            "wall_s": 600.0,
+            "git_revision": "golden",
+            "threads": 1,
+            "environment": {},
+            "versions": {"torch": "2.15.0+cu132", "cuda": "13.2", "python": "3.11.7"},
+        },
+        "memory": {
+            "bytes_moved": copied,
+            "median_s": copied / (copy_gbps * 1e9),
+            "min_s": copied / (copy_gbps * 1e9),
+            "max_s": copied / (copy_gbps * 1e9),
+            "spread": 0.0,
+            "gbps": copy_gbps,
+            "samples_s": [copied / (copy_gbps * 1e9)],
+        },
+        "rows": rows,
+    }
+
+
+def parsed(name: str, record: dict) -> dict:
+    rows = [measurement_from_dict(r, f"{name}, row {i}") for i, r in enumerate(record["rows"])]
+    return record | {"rows": rows}
+
+
+def pages() -> dict[str, str]:
+    """The two pages, as the report stage renders them from these records."""
+    cfg = load_lab_params(ROOT / "params.yaml")
+    records = {}
+    for name in cfg.devices:
+        if name == "cpu":
+            records[name] = json.loads((HERE / "cpu.json").read_text())
+        elif name in GPUS:
+            records[name] = gpu_record(name)
+        else:
+            records[name] = pending_record(name, cfg.devices[name])
+    records = {name: parsed(name, record) for name, record in records.items()}
+    sweeps = {name: sweep_record(name, "none", "measured") for name in records}
+    knobs = {name: knobs_record(name, "none", "measured") for name in records}
+    table, knob_rows, manifest, _ = aggregate(cfg, records, sweeps, knobs)
+    manifest = json.loads(json.dumps(manifest))  # as the report stage reads it
+    return {
+        "REPORT.md": render(table, manifest, knob_rows),
+        "REPORT-appendix.md": appendix(table, manifest, knob_rows),
+    }

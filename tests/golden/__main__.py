@@ -1,0 +1,7 @@
+"""Rewrite the golden pages (tests/golden/REPORT*.md) from their fixed records."""
+
+from tests.golden import PAGES, pages
+
+for name, text in pages().items():
+    PAGES[name].write_text(text)
+    print(f"wrote {PAGES[name]}")

@@ -1,0 +1,57 @@
+"""The one page and its appendix, rendered from fixed records (tests/golden) and compared whole:
+a changed sentence fails here and shows in review as a diff of the page. After a change you
+mean: `uv run python -m tests.golden`, then review and commit the pages."""
+
+import re
+
+import pytest
+
+from tests.golden import PAGES, pages
+
+REWRITE = "the page changed; if you meant it: `uv run python -m tests.golden`, then review the diff"
+
+
+@pytest.fixture(scope="module")
+def rendered():
+    return pages()
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_the_pages_are_the_golden_ones_whole(rendered, name):
+    assert rendered[name] == PAGES[name].read_text(), REWRITE
+
+
+def sentences(paragraph: str) -> list[str]:
+    """A paragraph's sentences: each ends at a full stop followed by a capital or the end."""
+    return [s for s in re.split(r"(?<=\.)\s+(?=[A-Z*`])", paragraph.strip()) if s]
+
+
+def test_the_page_is_one_page_with_a_short_paragraph_per_measured_device(rendered):
+    page = rendered["REPORT.md"]
+    prose = [line for line in page.splitlines() if not line.startswith(("|", "!["))]
+    assert len(" ".join(prose).split()) <= 600
+    gaps = page.split("## The gaps")[1].strip().split("\n\n")
+    paragraphs = {p.split("**")[1]: p for p in gaps if p.startswith("**")}
+    assert list(paragraphs) == ["cpu", "a100", "h100", "h200"]
+    for name, paragraph in paragraphs.items():
+        assert 3 <= len(sentences(paragraph)) <= 5, (name, sentences(paragraph))
+        assert "Next knob: " in paragraph and "loss" in paragraph, name
+    # The lab's yardsticks at a glance: a verdict per device, the Definition of Done checked.
+    table = [line for line in page.splitlines() if line.startswith("| ")][1:]
+    assert [row.split(" | ")[-1] for row in table] == [
+        "no band |",
+        "in band |",
+        "in band |",
+        "no band |",
+    ]
+    done = [line for line in page.splitlines() if line.startswith("- [")]
+    assert len(done) == 5 and all(line.startswith("- [x] ") for line in done)
+    assert "- [x] h100 float16 ≥ 600 TFLOP/s: 702 measured." in done
+    assert "mps (Apple silicon GPU)" in page.split("## The gaps")[1]  # pending, in one line
+
+
+def test_the_appendix_keeps_what_the_page_leaves_out(rendered):
+    extra = rendered["REPORT-appendix.md"]
+    for kept in ("Gap breakdown", "Cost: ", "Roofline check", "skipped: numpy's BLAS has no"):
+        assert kept in extra
+    assert "Gap breakdown" not in rendered["REPORT.md"]
