@@ -121,6 +121,7 @@ def make_project(where: Path, remote: str | None = None, **remote_options: str) 
         or next(iter(d)) in kept
     ]
     cfg["defaults"].insert(-1, {"device@devices.podhost": "podhost"})
+    cfg["lab_devices"] = ["cpu", "h100"]  # of the lab's, the two this project keeps
     cfg["bench"] |= {"warmup": 1, "repeats": 2, "copy_mib": 4, "min_seconds": 0.0}
     cfg["bench"]["warmup_seconds"] = 0.05
     (project / "conf/config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))

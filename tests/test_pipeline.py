@@ -6,6 +6,7 @@ real, on this CPU, at tiny sizes."""
 
 import csv
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -53,6 +54,8 @@ PLACES = ("origin", "where", "pod", "laptop")
 
 
 def tell_story(where: Path) -> dict:
+    if where.exists():  # another worker's telling failed part-way: tell it again, afresh
+        shutil.rmtree(where)
     where.mkdir()
     origin = make_project(where)
     pod = clone(origin, where / "pod", pull=False)
