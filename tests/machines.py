@@ -33,6 +33,9 @@ POD = {
         }
     ],
 }
+# A machine with none of the project's devices (its CPU is no device's, and a GPU beside it keeps
+# `cpu` from counting it): its `dvc repro` measures nothing and renders the deliverables.
+ELSEWHERE = {"cpu": {"model": "Render-only CPU", **CPU}, "gpus": POD["gpus"]}
 PODHOST = {
     "kind": "cpu",
     "skus": {
