@@ -118,6 +118,8 @@ def test_gpu_check_runs_the_cuda_tests_and_the_suite_and_writes_every_row(tmp_pa
     )
     assert code == 0, out
     assert "gpu-check: CUDA tests exit 0, GPU suite exit 0" in out
+    # One process: GPU timings must not share the GPU, and a bare image has no pytest-xdist.
+    assert "bringing up nodes" not in (out_dir / "cuda-tests.log").read_text()
     (suite,) = json.loads((out_dir / "gpu-suite.json").read_text())
     assert {r["dtype"]: r["status"] for r in suite["rows"]} == dict.fromkeys(
         ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fn"), "measured"
