@@ -115,6 +115,16 @@ def interpret(points: list[Measurement], dev: dict[str, Any], record: dict[str, 
     return rows
 
 
+def band_limits(band: list[float]) -> tuple[float, float]:
+    """The lab's band as it allows it: +-20% around its expected TFLOP/s."""
+    return band[0] * 0.8, band[1] * 1.2
+
+
+def band_verdict(band: list[float], achieved: float) -> str:
+    low, high = band_limits(band)
+    return "below band" if achieved < low else "above band" if achieved > high else "in band"
+
+
 def lab_checks(band: list[float] | None, done: float | None, result: Any) -> list[str]:
     """The lab's checks on its FP16 8192^3 figure: its sanity band (+-20%) and done threshold.
     `result` is a float16 row (a Row, or any object with its attributes)."""
@@ -123,8 +133,8 @@ def lab_checks(band: list[float] | None, done: float | None, result: Any) -> lis
     if peak and achieved > peak:
         checks.append(f"INVALID: {achieved:.1f} TFLOP/s is above the dense peak {peak:g}")
     if band:
-        low, high = band[0] * 0.8, band[1] * 1.2
-        where = "inside" if low <= achieved <= high else "OUTSIDE"
+        low, high = band_limits(band)
+        where = "inside" if band_verdict(band, achieved) == "in band" else "OUTSIDE"
         text = (
             f"float16 {achieved:.1f} TFLOP/s is {where} the lab's sanity band "
             f"{band[0]:g}-{band[1]:g} TFLOP/s +-20% ({low:.0f}-{high:.0f})"
@@ -159,10 +169,9 @@ def verdict(band: list[float] | None, published: dict | None, result: Any) -> di
     if peak and achieved > peak:
         flags.append("above the dense peak: a bug")
         problems.append(f"{achieved:.1f} TFLOP/s is above the dense peak {peak:g}: a bug")
-    where = None
+    where = band_verdict(band, achieved) if band else None
     if band:
-        low, high = band[0] * 0.8, band[1] * 1.2
-        where = "below band" if achieved < low else "above band" if achieved > high else "in band"
+        low, high = band_limits(band)
         if where != "in band":
             problems.append(
                 f"{result.dtype} {achieved:.1f} TFLOP/s is {where.split()[0]} the lab's band "

@@ -306,6 +306,19 @@ def pending_paragraph(name: str, entry: dict[str, Any]) -> str:
     )
 
 
+def device_breakdown(name: str, entry: dict[str, Any], rows: pd.DataFrame, head: Any) -> list:
+    """The device's headline from its dense peak down to the achieved figure, step by step."""
+    details, sheet = entry.get("details", {}), entry["datasheet"]
+    return breakdown(
+        head,
+        measured_ceilings(rows)[(name, head.dtype)],
+        entry["kind"],
+        details.get("sm_count") or sheet.get("sm_count"),
+        entry.get("fma"),
+        sheet.get("peak_clock_mhz"),
+    )
+
+
 def breakdown_lines(steps: list[dict[str, Any]]) -> list[str]:
     lines = ["Gap breakdown, from the dense peak down to the achieved figure:", ""]
     for step in steps:
@@ -434,16 +447,7 @@ def device_section(
     head = headline(lab, entry["kind"])
     if head is None:
         return out
-    ceiling = measured_ceilings(rows)[(name, head.dtype)]
-    details, sheet = entry.get("details", {}), entry["datasheet"]
-    steps = breakdown(
-        head,
-        ceiling,
-        entry["kind"],
-        details.get("sm_count") or sheet.get("sm_count"),
-        entry.get("fma"),
-        sheet.get("peak_clock_mhz"),
-    )
+    steps = device_breakdown(name, entry, rows, head)
     out += ["", *breakdown_lines(steps), "", cost_line(entry, head)]
     check = prediction_line(name, entry, rows)
     out += ["", check] if check else []
@@ -602,17 +606,7 @@ def cause_sentence(name: str, entry: dict[str, Any], rows: pd.DataFrame, head: A
     """The largest loss the breakdown measured, from the peak down to the achieved figure."""
     if pd.isna(head.peak_tflops):
         return ""
-    ceiling = measured_ceilings(rows)[(name, head.dtype)]
-    details, sheet = entry.get("details", {}), entry["datasheet"]
-    steps = breakdown(
-        head,
-        ceiling,
-        entry["kind"],
-        details.get("sm_count") or sheet.get("sm_count"),
-        entry.get("fma"),
-        sheet.get("peak_clock_mhz"),
-    )
-    found = largest_loss(steps)
+    found = largest_loss(device_breakdown(name, entry, rows, head))
     if found is None:
         return ""
     below, above = found
