@@ -4,6 +4,7 @@
 into `params.yaml`; stages read `params.yaml` through `load_params`, so both paths go through
 this one schema."""
 
+import re
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
@@ -24,6 +25,7 @@ from roofline.params import (
     load_yaml,
 )
 
+DEVICE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 # The dtype names a config may use: the registry's (roofline/dtypes.py); the device kinds.
 DType = Enum("DType", {name: name for name in NAMES})
 Kind = Enum("Kind", {name: name for name in KINDS})
@@ -143,6 +145,23 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
                 )
     for name, dev in cfg.devices.items():
         where = f"devices.{name}"
+        if not DEVICE_NAME.fullmatch(name):
+            errors.append(
+                f"device name {name!r}; allowed: lower-case letters, digits and _, a letter "
+                "first (it names stages, folders and `-S devices.<name>` overrides)"
+            )
+        wanted = "cpu_model" if dev.kind.name == "cpu" else "gpu_name"
+        if not dev.recognise[wanted]:
+            errors.append(
+                f"{where}.recognise.{wanted} is not set; allowed: a regular expression for the "
+                f"{'CPU model' if wanted == 'cpu_model' else 'GPU name'} it is (without one a "
+                "cpu device takes any CPU, and a GPU one is never found)"
+            )
+        for key, listed in (("dtypes", [d.name for d in dev.dtypes]), ("shapes", dev.shapes)):
+            listed = [list(x) if not isinstance(x, str) else x for x in listed]
+            twice = [x for i, x in enumerate(listed) if x in listed[:i]]
+            if twice:
+                errors.append(f"{where}.{key} lists {twice[0]} twice; allowed: each once")
         if not dev.dtypes:
             errors.append(f"{where}.dtypes is empty; allowed: a list of {', '.join(NAMES)}")
         if not dev.backends:

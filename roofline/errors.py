@@ -40,7 +40,8 @@ def run(main: Callable[[], object], kept: str = "") -> None:
     except KeyboardInterrupt:
         sys.exit(f"interrupted; {kept}" if kept else "interrupted")
     except (MemoryError, RuntimeError, OSError) as err:  # out of memory, CUDA, a full disk
-        traceback.print_exc()
         full = getattr(err, "errno", None) == errno.ENOSPC
+        if not full:  # a full disk is said whole by the message; the rest may be a bug
+            traceback.print_exc()
         hint = "; free some disk space, then run again" if full else ""
         sys.exit(f"failed: {type(err).__name__}: {err}{hint}{after}")

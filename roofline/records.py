@@ -123,8 +123,18 @@ def probe_decision(
     if replace:
         if here is None:
             raise RecordError(f"{name}: cannot replace its hardware from a machine without it")
-        was = "none" if never else describe(record["hardware"])
-        return fresh, f"{name}: replaced recorded hardware ({was}) with {describe(here)}"
+        if never:
+            return fresh, f"{name}: nothing on record to replace: the next `dvc repro` measures it"
+        if record["hardware"] == here:
+            return fresh, (
+                f"{name}: nothing to replace: its results were measured on this hardware "
+                f"({describe(here)}). To measure it again here: `uv run dvc repro --force "
+                f"{device_dir(name)}/dvc.yaml`"
+            )
+        return fresh, (
+            f"{name}: replaced recorded hardware ({describe(record['hardware'])}) with "
+            f"{describe(here)}"
+        )
     if here is None:
         if never:
             return record, f"{name}: not on this machine, never measured: pending"

@@ -121,6 +121,7 @@ def test_unknown_device_group_option_is_rejected():
 def gpu(**over):
     fields = {
         "kind": "cuda",
+        "recognise": {"gpu_name": "^GPU$"},
         "sku": "GPU",
         "peak_tflops": {"float16": 100.0},
         "memory_gb": 4,
@@ -153,6 +154,12 @@ def gpu(**over):
             "lab_band_tflops.float16=[300.0, 200.0]; allowed: [low, high]",
         ),
         (gpu(peak_tflops={"float16": 1.0, "int4": 9.0}), "key 'int4'"),
+        (gpu(recognise={}), "recognise.gpu_name is not set; allowed: a regular expression"),
+        (gpu(dtypes=["float16", "float16"]), "dtypes lists float16 twice; allowed: each once"),
+        (
+            gpu(shapes=[[64, 64, 64], [64, 64, 64]]),
+            "shapes lists [64, 64, 64] twice; allowed: each once",
+        ),
     ],
 )
 def test_check_names_the_bad_value_and_what_is_allowed(dev, message):
@@ -160,6 +167,12 @@ def test_check_names_the_bad_value_and_what_is_allowed(dev, message):
         check(config({"g": dev}))
     assert message in str(err.value)
     assert "devices.g" in str(err.value)
+
+
+@pytest.mark.parametrize("name", ["my gpu", "H100", "9x", "a-b"])
+def test_a_device_name_that_cannot_name_a_stage_is_refused(name):
+    with pytest.raises(ConfigError, match=f"device name '{name}'; allowed: lower-case letters"):
+        check(config({name: gpu()}))
 
 
 def test_check_rejects_bad_bench_settings():

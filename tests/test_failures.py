@@ -50,7 +50,7 @@ def workspace(tmp_path, monkeypatch):
     ],
 )
 def test_a_benchmark_that_fails_midway_keeps_the_previous_results(
-    workspace, monkeypatch, failure, said
+    workspace, monkeypatch, capsys, failure, said
 ):
     def fails(*args, **kwargs):
         raise failure
@@ -59,6 +59,9 @@ def test_a_benchmark_that_fails_midway_keeps_the_previous_results(
     with pytest.raises(SystemExit) as exit_:
         run_stage(lambda: benchmark.main(["cpu"]))
     assert said in str(exit_.value) and "the previous results are as they were" in str(exit_.value)
+    # A full disk and an interrupt are said whole by their message: no traceback.
+    quiet = "No space left" in said or "interrupted" in said
+    assert ("Traceback" in capsys.readouterr().err) != quiet
     assert paths.results_path("cpu").read_text() == '{"previous": "results"}\n'
     assert [p.name for p in paths.device_dir("cpu").iterdir()] == [
         "fingerprint.json",

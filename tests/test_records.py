@@ -60,6 +60,10 @@ def test_a_failed_run_leaves_no_claim_once_the_probe_runs_again():
 
 def test_replace_takes_over_only_from_a_machine_that_has_the_device():
     assert probe_decision("dev", fp(OTHER), LAPTOP, fp(LAPTOP), replace=True)[0] == fp(LAPTOP)
+    # On the hardware already on record there is nothing to replace, and it says how to re-measure.
+    same, said = probe_decision("dev", fp(LAPTOP), LAPTOP, fp(LAPTOP), replace=True)
+    assert same == fp(LAPTOP) and said.startswith("dev: nothing to replace: its results were")
+    assert "uv run dvc repro --force experiments/x4-roofline/devices/dev/dvc.yaml" in said
     with pytest.raises(RecordError, match="cannot replace"):
         probe_decision("dev", fp(OTHER), None, None, replace=True)
 
