@@ -1,6 +1,7 @@
 """Stage benchmark: measure a device that is here, record a never-measured one as pending, and
 refuse to touch results measured on hardware that is not here."""
 
+from roofline.holding import holding
 from roofline.paths import results_path
 from roofline.records import pending_record, points
 from roofline.schema import write_json_atomic
@@ -10,14 +11,15 @@ from stages.measuring import begin
 
 def main(argv: list[str] | None = None) -> None:
     name, cfg, dev, decision = begin(argv, __doc__, "benchmark", results_path)
-    if decision.action == "pending":
-        record = pending_record(name, dev)
-    else:
-        from roofline.benchmark import check_disk, measure_device  # torch: only to measure
+    with holding(name, "benchmark", decision.action == "measure"):  # one at a time here
+        if decision.action == "pending":
+            record = pending_record(name, dev)
+        else:
+            from roofline.benchmark import check_disk, measure_device  # torch: only to measure
 
-        check_disk(results_path(name), len(points(dev)))
-        record = measure_device(name, dev, cfg.bench, decision.found, decision.fingerprint)
-    write_json_atomic(results_path(name), record)
+            check_disk(results_path(name), len(points(dev)))
+            record = measure_device(name, dev, cfg.bench, decision.found, decision.fingerprint)
+        write_json_atomic(results_path(name), record)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,9 @@
 gain measured in one run; pending for a device never measured, refused for one measured
 elsewhere (the same rules as the benchmark and the sweep)."""
 
+from typing import Any
+
+from roofline.holding import holding
 from roofline.paths import knobs_path
 from roofline.records import knobs_record
 from roofline.schema import write_json_atomic
@@ -11,38 +14,44 @@ from stages.measuring import begin
 
 def main(argv: list[str] | None = None) -> None:
     name, cfg, dev, decision = begin(argv, __doc__, "knobs", knobs_path)
-    if decision.action == "pending":
-        record = knobs_record(name, cfg.knobs.name, "pending")
-    elif cfg.knobs.name == "none":
-        record = knobs_record(name, "none", "measured", fingerprint=decision.fingerprint)
-    else:
-        from roofline.benchmark import check_disk, run_info, started  # torch: only to measure
-        from roofline.knobs import Settings, measure_knobs
-        from roofline.measure import target_for
-        from roofline.progress import say
+    measuring = decision.action == "measure" and cfg.knobs.name != "none"
+    with holding(name, "knobs", measuring):  # one measurement of a device at a time here
+        if decision.action == "pending":
+            record = knobs_record(name, cfg.knobs.name, "pending")
+        elif not measuring:
+            record = knobs_record(name, "none", "measured", fingerprint=decision.fingerprint)
+        else:
+            record = measure(name, cfg, dev, decision)
+        write_json_atomic(knobs_path(name), record)
 
-        check_disk(knobs_path(name), 12)
-        begun, target = started(), target_for(dev.kind.name, decision.found, say)
-        settings = Settings(
-            seed=cfg.bench.seed,
-            warmup=cfg.bench.warmup,
-            check_rows=cfg.bench.check_rows,
-            rounds=cfg.knobs.rounds,
-            min_seconds=cfg.knobs.min_seconds,
-            threads=decision.found.get("logical_cores", 1),
-            warmup_seconds=cfg.bench.warmup_seconds,
-        )
-        rows, tuning = measure_knobs(name, target, decision.found, cfg.knobs, settings, say)
-        record = knobs_record(
-            name,
-            cfg.knobs.name,
-            "measured",
-            fingerprint=decision.fingerprint,
-            run=run_info(*begun, dev.kind.name),
-            rows=rows,
-            tunableop_results=tuning,
-        )
-    write_json_atomic(knobs_path(name), record)
+
+def measure(name: str, cfg: Any, dev: Any, decision: Any) -> dict:
+    from roofline.benchmark import check_disk, run_info, started  # torch: only to measure
+    from roofline.knobs import Settings, measure_knobs
+    from roofline.measure import target_for
+    from roofline.progress import say
+
+    check_disk(knobs_path(name), 12)
+    begun, target = started(), target_for(dev.kind.name, decision.found, say)
+    settings = Settings(
+        seed=cfg.bench.seed,
+        warmup=cfg.bench.warmup,
+        check_rows=cfg.bench.check_rows,
+        rounds=cfg.knobs.rounds,
+        min_seconds=cfg.knobs.min_seconds,
+        threads=decision.found.get("logical_cores", 1),
+        warmup_seconds=cfg.bench.warmup_seconds,
+    )
+    rows, tuning = measure_knobs(name, target, decision.found, cfg.knobs, settings, say)
+    return knobs_record(
+        name,
+        cfg.knobs.name,
+        "measured",
+        fingerprint=decision.fingerprint,
+        run=run_info(*begun, dev.kind.name),
+        rows=rows,
+        tunableop_results=tuning,
+    )
 
 
 if __name__ == "__main__":

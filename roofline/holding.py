@@ -1,0 +1,56 @@
+"""One measurement of a device at a time on a machine: two at once (two clones, experiments run
+from a queue in parallel) would each measure a share of the machine and record it as clean. A
+measuring stage holds its device's lock, machine-wide, while it measures and writes; a second
+one waits for it, saying which process it waits for."""
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from filelock import FileLock, Timeout
+
+
+def lock_path(name: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"roofline-measuring-{name}.lock"
+
+
+def holder(path: Path) -> str:
+    try:
+        who = json.loads(path.with_suffix(".holder").read_text())
+        return f"its {who['stage']} (pid {who['pid']}, in {who['cwd']}, since {who['since']})"
+    except (OSError, ValueError, KeyError):
+        return f"another process (it holds {path})"
+
+
+@contextlib.contextmanager
+def holding(name: str, stage: str, measuring: bool = True) -> Iterator[None]:
+    """The device's lock for this block (when `measuring`): taken at once if it is free, else
+    waited for."""
+    if not measuring:
+        yield
+        return
+    path = lock_path(name)
+    lock = FileLock(str(path), mode=0o666)  # one machine's lock, whoever measures on it
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        print(
+            f"{name}: waiting for {holder(path)}, which is measuring it on this machine: two "
+            "measurements at once would each get a share of it",
+            file=sys.stderr,
+            flush=True,
+        )
+        lock.acquire()
+    try:
+        since = time.strftime("%Y-%m-%dT%H:%M:%S")
+        who = {"stage": stage, "pid": os.getpid(), "cwd": os.getcwd(), "since": since}
+        with contextlib.suppress(OSError):  # who holds it is a courtesy to whoever waits
+            path.with_suffix(".holder").write_text(json.dumps(who))
+        yield
+    finally:
+        lock.release()

@@ -1,0 +1,60 @@
+"""One measurement of a device at a time on a machine: a second waits for the first, saying
+for which process."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+from roofline.holding import holding, lock_path
+from tests.machines import ROOT
+
+HOLD = """
+import sys, time
+from roofline.holding import holding
+with holding(sys.argv[1], "benchmark"):
+    print("held", flush=True)
+    time.sleep(1.0)
+    print(time.time(), flush=True)  # just before it lets go
+"""
+
+
+def test_a_second_measurement_of_a_device_waits_for_the_first_and_says_for_whom(capsys):
+    name = f"test-{uuid.uuid4().hex[:8]}"  # no other test's device
+    first = subprocess.Popen(
+        [sys.executable, "-c", HOLD, name], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert first.stdout.readline().strip() == "held"
+    with holding(name, "sweep"):
+        taken = time.time()
+    let_go = float(first.stdout.readline())
+    first.wait()
+    assert taken >= let_go  # it waited for the first to end
+    said = capsys.readouterr().err
+    assert f"{name}: waiting for its benchmark (pid {first.pid}, in {ROOT}" in said
+    lock_path(name).unlink(missing_ok=True)
+    lock_path(name).with_suffix(".holder").unlink(missing_ok=True)
+
+
+def test_a_measuring_stage_holds_its_device_while_it_measures(tmp_path, monkeypatch):
+    import roofline.benchmark
+    from stages import benchmark, probe
+    from tests.conftest import LAPTOP
+
+    seen = []
+
+    def measure(*args, **kwargs):
+        seen.append(json.loads(lock_path("cpu").with_suffix(".holder").read_text()))
+        return {"measured": True}
+
+    monkeypatch.setattr(roofline.benchmark, "measure_device", measure)
+    shutil.copy(ROOT / "params.yaml", tmp_path)
+    (tmp_path / "laptop.json").write_text(json.dumps(LAPTOP))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ROOFLINE_HARDWARE", str(tmp_path / "laptop.json"))
+    probe.main(["cpu"])
+    benchmark.main(["cpu"])
+    assert seen and seen[0]["pid"] == os.getpid() and seen[0]["stage"] == "benchmark"
