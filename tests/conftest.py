@@ -92,6 +92,12 @@ def config(devices: dict, **bench):
 
 
 def pytest_collection_modifyitems(config, items):
+    # The two-machine story (tests/test_pipeline.py's `story`) is told by its first test, run
+    # first, while the other workers run the rest; the tests that read it come last, so no
+    # worker sits waiting for it to be told.
+    story = [item for item in items if "story" in getattr(item, "fixturenames", ())]
+    rest = [item for item in items if item not in story]
+    items[:] = story[:1] + rest + story[1:]
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (CUDA); run scripts/gpu-check on one")
