@@ -21,10 +21,11 @@ import yaml
 
 from roofline.errors import RecordError
 from roofline.hardware import BOOT_CACHE, describe, describe_apart, live_hardware, locate
-from roofline.paths import device_dir, fingerprint_path
+from roofline.paths import device_dir, fingerprint_path, results_path
 from roofline.schema import empty, read_json
 
 NEVER = "never measured"
+KNOWN = ("measured", "pending")  # the states a results.json can be on record in
 
 
 def lock_stage(name: str, stage: str) -> dict[str, Any]:
@@ -94,8 +95,17 @@ def knobs_record(name: str, knobs: str, status: str, **extra: Any) -> dict[str, 
 
 def on_record(name: str, results: dict[str, Any] | None) -> dict:
     """The fingerprint of what is on record: the one a measured results.json was measured
-    under, else "never measured"."""
-    if results and results.get("status") == "measured":
+    under, else "never measured". A record in a state this code does not know (from a newer
+    version, or damaged) is refused: taking it for never measured would overwrite it."""
+    status = results.get("status") if isinstance(results, dict) else None
+    if results is not None and status not in KNOWN:
+        path = results_path(name)
+        raise RecordError(
+            f"{path}: status {status!r}; allowed: {', '.join(KNOWN)}. It may come from a newer "
+            "version of this lab, or be damaged; nothing was measured or overwritten. Update "
+            f"this checkout (`git pull`), or restore it (`uv run dvc checkout --force {path}`)"
+        )
+    if status == "measured":
         if "fingerprint" in results:
             return results["fingerprint"]
         # A record from before fingerprints travelled inside results: the hardware and torch it

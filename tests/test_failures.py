@@ -119,3 +119,16 @@ def test_sync_without_a_remote_says_which_is_missing_and_how_to_add_one(tmp_path
     with pytest.raises(SystemExit) as exit_:
         errors.run(lambda: sync.main(["pull", "-r", "backup"]))
     assert "no DVC remote 'backup'; remotes configured: none" in str(exit_.value)
+
+
+def test_a_pulled_record_in_a_state_this_code_does_not_know_is_kept_and_named(workspace):
+    newer = '{"device": "cpu", "status": "measured-v2", "rows": []}\n'
+    paths.results_path("cpu").write_text(newer)
+    fingerprint = paths.fingerprint_path("cpu").read_text()
+    with pytest.raises(SystemExit) as exit_:
+        run_stage(lambda: probe.main(["cpu"]))
+    said = str(exit_.value)
+    assert "results.json: status 'measured-v2'; allowed: measured, pending" in said
+    assert "`git pull`" in said and "dvc checkout --force" in said
+    assert paths.results_path("cpu").read_text() == newer  # never taken for never measured
+    assert paths.fingerprint_path("cpu").read_text() == fingerprint

@@ -97,3 +97,13 @@ def test_a_takeover_with_replace_holds_until_it_is_measured():
     assert new == fp(LAPTOP) and "taken over from Other CPU (4 cores): measuring it" in message
     # Without the claim, the record stands.
     assert probe_decision("dev", fp(OTHER), LAPTOP, fp(LAPTOP))[0] == fp(OTHER)
+
+
+@pytest.mark.parametrize("results", [{"status": "measured-v2"}, {"rows": []}, ["measured"]])
+def test_a_record_in_a_state_this_code_does_not_know_is_refused_not_overwritten(results):
+    with pytest.raises(
+        RecordError, match=r"devices/cpu/results.json: status .*; allowed: measured"
+    ):
+        on_record("cpu", results)
+    assert on_record("cpu", None)["status"] == NEVER
+    assert on_record("cpu", {"status": "pending"})["status"] == NEVER
