@@ -51,6 +51,14 @@ def headline(rows: pd.DataFrame, kind: str) -> Any:
     return SimpleNamespace(**best.to_dict())
 
 
+def lab_headline(rows: pd.DataFrame, name: str, entry: dict[str, Any]) -> Any:
+    """A device's headline row of the lab kernel (its manifest `entry`), or None when nothing
+    of it was measured."""
+    if entry["status"] != "measured":
+        return None
+    return headline(rows[(rows.device == name) & (rows.series == "lab")], entry["kind"])
+
+
 def ceiling_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """The best measured point per (device, dtype), over every series: its TFLOP/s is that
     dtype's measured compute ceiling."""

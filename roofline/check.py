@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from roofline.ceilings import headline, load_table
+from roofline.ceilings import lab_headline, load_table
 from roofline.errors import ConfigError, run
-from roofline.interpret import published_figure, verdict
+from roofline.interpret import judge
 from roofline.paths import EXPERIMENT
 
 
@@ -31,14 +31,11 @@ def problems(rows: pd.DataFrame, manifest: dict, names: list[str] | None = None)
         entry = manifest["devices"][name]
         if entry["status"] != "measured":
             continue
-        lab = rows[(rows.device == name) & (rows.series == "lab")]
-        head = headline(lab, entry["kind"])
+        head = lab_headline(rows, name, entry)
         if head is None:
             found.append(f"{name}: nothing of its lab kernel was measured (see REPORT-appendix.md)")
             continue
-        figure = published_figure(entry["datasheet"].get("published", []), head)
-        judged = verdict(entry["lab"]["band_tflops"].get(head.dtype), figure, head)
-        found += [f"{name} ({entry['sku']}): {problem}" for problem in judged["problems"]]
+        found += [f"{name} ({entry['sku']}): {why}" for why in judge(entry, head)[1]["problems"]]
     return found
 
 

@@ -157,8 +157,8 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
                 f"{'CPU model' if wanted == 'cpu_model' else 'GPU name'} it is (without one a "
                 "cpu device takes any CPU, and a GPU one is never found)"
             )
-        for key, listed in (("dtypes", [d.name for d in dev.dtypes]), ("shapes", dev.shapes)):
-            listed = [list(x) if not isinstance(x, str) else x for x in listed]
+        shapes = [list(shape) for shape in dev.shapes]
+        for key, listed in (("dtypes", [d.name for d in dev.dtypes]), ("shapes", shapes)):
             twice = [x for i, x in enumerate(listed) if x in listed[:i]]
             if twice:
                 errors.append(f"{where}.{key} lists {twice[0]} twice; allowed: each once")

@@ -48,9 +48,9 @@ def judged(name: str, dev: Mapping[str, Any], measured: str | None) -> dict[str,
         "lab_sku": None,
         "lab_line": None,
     }
-    for figure in ("memory_bandwidth_gbps", "memory_gb", "peak_clock_mhz", "sm_count"):
+    figures = ("memory_bandwidth_gbps", "memory_gb", "peak_clock_mhz", "sm_count", "clock_ghz")
+    for figure in (*figures, "cost_per_hour"):
         out[figure] = line.get(figure)
-    out["clock_ghz"], out["cost_per_hour"] = line.get("clock_ghz"), line.get("cost_per_hour")
     if not line:
         out["missing"] = f"no datasheet for {measured!r} in conf/device/{name}.yaml, so no MFU" + (
             " (a MIG slice: a share of its GPU, which no datasheet states)"

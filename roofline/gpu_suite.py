@@ -36,8 +36,7 @@ from roofline.measure import (
     measure_point,
     raised,
 )
-from roofline.roofs import mfu
-from roofline.rows import knob_row
+from roofline.rows import knob_row, row
 from roofline.schema import KnobMeasurement
 
 SUITE_DTYPES = NAMES  # every dtype of the registry runs on a GPU
@@ -120,14 +119,8 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: Bench, knobs: 
     points = []
     for dtype in SUITE_DTYPES:
         points.append(measure_point(name, dtype, [size] * 3, target, bench, gpu))
-        peak = dev["peak_tflops"].get(dtype)
-        line, point = describe(points[-1]), points[-1]
-        if peak and point.status == "measured":
-            rate = ar.tflops(
-                ar.matmul_flops(*[size] * 3), ar.summarize(point.samples_s)["median_s"]
-            )
-            line = line.replace(" TFLOP/s (", f" TFLOP/s, MFU {mfu(rate, peak):.1%} (", 1)
-        print(line, flush=True)
+        mfu = row(points[-1], dev["peak_tflops"].get(dtype)).mfu
+        print(describe(points[-1]) + (f", MFU {mfu:.1%}" if mfu else ""), flush=True)
     rows = interpret(points, dev, {})
     copy = measure_memory_ceiling(target, bench, 1 << 30)
     copy_tbps = copy["gbps"] / 1e3

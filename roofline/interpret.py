@@ -185,3 +185,10 @@ def verdict(band: list[float] | None, published: dict | None, result: Any) -> di
             f"check {PUBLISHED_CAUSES}"
         )
     return {"band": where, "flags": flags, "problems": problems}
+
+
+def judge(entry: dict[str, Any], result: Any) -> tuple[dict | None, dict[str, Any]]:
+    """(the published figure for a result's work on its SKU, its verdict), from the device's
+    manifest entry."""
+    figure = published_figure(entry["datasheet"].get("published", []), result)
+    return figure, verdict(entry["lab"]["band_tflops"].get(result.dtype), figure, result)

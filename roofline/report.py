@@ -13,13 +13,14 @@ from roofline.backends import label
 from roofline.ceilings import (
     breakdown,
     headline,
+    lab_headline,
     measured_ceilings,
     per_call_overheads,
     predictions,
     why,
 )
 from roofline.dtypes import DTYPES, LAB_DTYPE
-from roofline.interpret import PUBLISHED_CAUSES, PUBLISHED_MARGIN, published_figure, verdict
+from roofline.interpret import PUBLISHED_CAUSES, PUBLISHED_MARGIN, judge, published_figure
 from roofline.roofs import ridge_point
 from roofline.rows import KNOB_COLUMNS, knob_title
 
@@ -466,23 +467,10 @@ def shown(rows: pd.DataFrame, manifest: dict[str, Any]) -> tuple[list[str], list
     return shown, named
 
 
-def lab_head(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> Any:
-    """The device's headline row of the lab kernel, or None when nothing of it was measured."""
-    if entry["status"] != "measured":
-        return None
-    return headline(rows[(rows.device == name) & (rows.series == "lab")], entry["kind"])
-
-
-def judgement(entry: dict[str, Any], head: Any) -> tuple[dict | None, dict[str, Any]]:
-    """(the published figure for the headline's work on its SKU, its verdict)."""
-    figure = published_figure(entry["datasheet"].get("published", []), head)
-    return figure, verdict(entry["lab"]["band_tflops"].get(head.dtype), figure, head)
-
-
 def verdict_cell(entry: dict[str, Any], head: Any) -> str:
     if head is None:
         return "pending" if entry["status"] != "measured" else "nothing measured"
-    judged = judgement(entry, head)[1]
+    judged = judge(entry, head)[1]
     written_for = entry["lab"].get("written_for")
     band = judged["band"] or (
         f"no band for this SKU (the lab's is {written_for}'s)" if written_for else "no band"
@@ -499,7 +487,7 @@ def summary_table(rows: pd.DataFrame, manifest: dict[str, Any], devices: list[st
     ]
     for name in devices:
         entry = manifest["devices"][name]
-        head = lab_head(name, entry, rows)
+        head = lab_headline(rows, name, entry)
         dtype = head.dtype if head is not None else LAB_DTYPE[entry["kind"]]
         band = entry["lab"]["band_tflops"].get(dtype)
         shape = SimpleNamespace(dtype=dtype, m=8192, n=8192, k=8192) if head is None else head
@@ -543,7 +531,7 @@ def definition_of_done(
         line = entry["lab"].get("line") or {}
         for dtype, done in (line.get("lab_done_tflops") or {}).items():
             wanted = f"{name} {dtype} ≥ {done:g} TFLOP/s"
-            head = lab_head(name, entry, rows)
+            head = lab_headline(rows, name, entry)
             if head is None or head.dtype != dtype:
                 items.append((False, f"{wanted}: pending"))
             elif entry["lab"].get("written_for"):
@@ -650,7 +638,7 @@ def summary_paragraph(
     """3 to 5 sentences: what it reached, beside what others published; its largest measured
     loss; the next knob; where its datasheet falls short. And whether it named a cause and a
     knob (the Definition of Done's "concrete")."""
-    head = lab_head(name, entry, rows)
+    head = lab_headline(rows, name, entry)
     if head is None:
         return (
             f"**{name}**: nothing was measured; every row is skipped or failed (appendix).",
@@ -665,7 +653,7 @@ def summary_paragraph(
         f"**{name}** ({entry['sku']}) ran {head.dtype} {head.m}×{head.n}×{head.k} at "
         f"**{head.achieved_tflops:.4g} TFLOP/s**{mfu}."
     ]
-    figure = judgement(entry, head)[0]
+    figure = judge(entry, head)[0]
     if figure:
         text = (
             f"Published for this SKU: {figure['tflops']:g} TFLOP/s ({figure['source']}); this "
