@@ -14,26 +14,69 @@ from roofline.config import to_plain
 from roofline.datasheets import judged, measured_name
 from roofline.errors import SchemaError
 from roofline.interpret import interpret, lab_checks, peaks
+from roofline.records import KNOWN
 from roofline.rows import CSV_COLUMNS, KNOB_COLUMNS, Row, knob_row
-from roofline.schema import measurement_from_dict, read_json
+from roofline.schema import RESTORE, check_version, fits, measurement_from_dict, read_json
 
 LAB = "x4-roofline: dense matmul, FP16 8192^3 on GPUs (FP32 through the BLAS on a CPU)"
+
+
+# What the deliverables read of a measured record beyond its rows, by kind of record: a missing
+# or malformed one is refused before anything is written, never a traceback half-way through.
+MEASURED_RECORD = {
+    "results": {"hardware": dict, "run": dict, "memory": dict},
+    "sweep": {"sweep": str, "run": dict},
+    "knobs": {"knobs": str},
+}
+RUN = {"started_at": str, "wall_s": float, "versions": dict}
+MEMORY = ("bytes_moved", "median_s", "min_s", "max_s", "spread", "gbps")
+
+
+def check_record(record: Any, path: Path, name: str) -> None:
+    """The record as a whole: this code's schema version or older, a known status, and what a
+    measured one must carry; SchemaError names the file and the field."""
+    check_version(record, path)
+    if not isinstance(record, dict) or record.get("device") != name:
+        raise SchemaError(f"{path}: not a record of device {name!r}; {RESTORE}")
+    if record.get("status") not in KNOWN or not isinstance(record.get("rows"), list):
+        raise SchemaError(
+            f"{path}, field status: {record.get('status')!r}; allowed: {', '.join(KNOWN)}, with "
+            f"a list of rows; {RESTORE}"
+        )
+    kind = path.stem
+    if record["status"] != "measured" or kind not in MEASURED_RECORD:
+        return
+    wanted = dict(MEASURED_RECORD[kind])
+    if kind == "sweep" and record.get("sweep") == "none":
+        wanted.pop("run")
+    for field, kind_of in wanted.items():
+        if not fits(kind_of, record.get(field)):
+            raise SchemaError(f"{path}, field {field}: {record.get(field)!r}; {RESTORE}")
+    for field, kind_of in RUN.items():
+        if "run" in wanted and not fits(kind_of, record["run"].get(field)):
+            raise SchemaError(f"{path}, field run.{field}: {record['run'].get(field)!r}; {RESTORE}")
+    for field in MEMORY if kind == "results" else ():
+        if not fits(float, record["memory"].get(field)):
+            raise SchemaError(
+                f"{path}, field memory.{field}: {record['memory'].get(field)!r}; {RESTORE}"
+            )
 
 
 def load_record(
     name: str, path: Path, parse: Callable[[Any, str], Any] = measurement_from_dict
 ) -> dict[str, Any]:
-    """A device's results.json, sweep.json or knobs.json (parse=knob_from_dict), each row
-    checked against the schema."""
+    """A device's results.json, sweep.json or knobs.json (parse=knob_from_dict), checked whole:
+    the record, then each row against the schema."""
     if not path.exists():
         raise SchemaError(f"{path} is missing: run `uv run dvc pull` or `uv run dvc repro`")
     record = read_json(path)
-    if not isinstance(record, dict) or record.get("device") != name or "rows" not in record:
-        raise SchemaError(f"{path}: not a results record for device {name!r}")
+    check_record(record, path, name)
     record["rows"] = [parse(row, f"{path}, row {i + 1}") for i, row in enumerate(record["rows"])]
     for i, row in enumerate(record["rows"]):
         if row.device != name:
-            raise SchemaError(f"{path}, row {i + 1}: device {row.device!r}, expected {name!r}")
+            raise SchemaError(
+                f"{path}, row {i + 1}, field device: {row.device!r}, expected {name!r}; {RESTORE}"
+            )
     return record
 
 
@@ -178,8 +221,10 @@ def aggregate(
     records: dict[str, dict[str, Any]],
     sweeps: dict[str, dict[str, Any] | None],
     knobs: dict[str, dict[str, Any]] | None = None,
+    older: dict[str, dict[str, list[str]]] | None = None,
 ) -> Deliverables:
-    """Every device's measurements joined with their interpretation, in config order."""
+    """Every device's measurements joined with their interpretation, in config order; `older`:
+    per device, the records measured by other code or params than today's (roofline.keys)."""
     sheets = {
         name: judged(name, to_plain(cfg.devices[name]), measured_name(record))
         for name, record in records.items()
@@ -190,6 +235,9 @@ def aggregate(
         name: device_entry(sheets[name], records[name], sweeps[name], table[table.device == name])
         for name in records
     }
+    for name, stages in (older or {}).items():
+        if stages and records[name]["status"] == "measured":
+            devices[name]["measured_by_older"] = stages
     for name, record in (knobs or {}).items():
         if record["status"] == "measured" and record["knobs"] != "none":
             devices[name]["knobs"] = {

@@ -21,6 +21,7 @@ from roofline.peakflops import cpu_clock, measure_fma
 from roofline.progress import progress, say
 from roofline.provenance import environment, git_revision, versions
 from roofline.records import points
+from roofline.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -102,6 +103,7 @@ def measure_device(
     memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
     log(f"{name} copy {bench.copy_mib} MiB: {memory['gbps']:.1f} GB/s (read + write)")
     record = {
+        "schema": SCHEMA_VERSION,
         "device": name,
         "status": "measured",
         "hardware": fingerprint["hardware"],

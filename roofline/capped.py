@@ -33,7 +33,7 @@ def main(argv: list[str]) -> None:
     else:
         out["check_error"] = prepared.check_error
         if seconds > 0:
-            out["samples"], _ = sample(prepared.call, HostTimer(), warmup, 1, seconds)
+            out["samples"] = sample(prepared.call, HostTimer(), warmup, 1, seconds).samples
     print(json.dumps(out))
 
 

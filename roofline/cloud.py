@@ -25,7 +25,9 @@ import yaml
 from roofline.config import device_config, to_plain
 from roofline.datasheets import judged
 from roofline.errors import ConfigError, RooflineError, run
+from roofline.keys import fingerprint_values
 from roofline.lab_schema import load_lab_params
+from roofline.params import STAGE_PARAMS
 from roofline.paths import device_dir, fingerprint_path, results_path
 from roofline.pipeline import SECRETS, task_path
 
@@ -90,9 +92,10 @@ def handback_problem(name: str, lock_text: str | None, results: bytes | None) ->
             "(its log says which GPU it saw)"
         )
     lock = yaml.safe_load(lock_text) or {}
-    probed = lock_md5s(lock, "probe", "outs").get(str(fingerprint_path(name)))
-    for stage in ("benchmark", "sweep", "knobs"):
-        if lock_md5s(lock, stage, "deps").get(str(fingerprint_path(name))) != probed:
+    measured_under = record.get("fingerprint") or {}
+    for stage in STAGE_PARAMS:  # each ran under the fingerprint the results were measured under
+        params = lock.get("stages", {}).get(stage, {}).get("params", {})
+        if params.get(str(fingerprint_path(name))) != fingerprint_values(measured_under, stage):
             return f"its {stage} did not finish after the probe (a failed or interrupted run)"
     if lock_md5s(lock, "benchmark", "outs").get(str(results_path(name))) != md5(results):
         return "its results.json is not the one its dvc.lock records"

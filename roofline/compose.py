@@ -15,8 +15,10 @@ from dvc.utils.hydra import compose_and_dump
 
 from roofline.config import PARAMS_FILE, load_params, parse_params
 from roofline.errors import ConfigError, run
+from roofline.keys import pending_keys
 from roofline.lab_schema import LabConfig
 from roofline.lab_schema import check as check_datasheets
+from roofline.params import read_params
 from roofline.paths import fingerprint_path, knobs_path, results_path, sweep_path
 from roofline.pipeline import orphans, pipeline_files
 from roofline.records import (
@@ -99,7 +101,8 @@ def main(argv: list[str] | None = None) -> None:
         if results_path(name).exists() or lock_records_results(name):
             continue
         dev = cfg.devices[name]
-        write_json_atomic(fingerprint_path(name), never_measured(name))
+        pending = pending_keys(read_params(root / PARAMS_FILE), name)
+        write_json_atomic(fingerprint_path(name), never_measured(name, pending))
         write_json_atomic(results_path(name), pending_record(name, dev))
         write_json_atomic(sweep_path(name), sweep_record(name, cfg.sweep.name, "pending"))
         write_json_atomic(knobs_path(name), knobs_record(name, cfg.knobs.name, "pending"))

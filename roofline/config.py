@@ -237,14 +237,20 @@ def load_params(
     try:
         cfg = parse_params(path.read_text(), path.parent / "conf", str(path), schema, checks)
     except ConfigError as err:
-        if differs_from_commit(path):
-            raise ConfigError(
-                f"{err}\n{path} differs from the last commit (a failed `dvc exp run -S` leaves "
-                f"its override there): `git checkout {path.name}` restores it, or "
-                "`uv run python -m roofline.compose` recomposes it from conf/"
-            ) from err
-        raise
+        raise with_override_hint(err, path) from err
     return cfg
+
+
+def with_override_hint(err: ConfigError, path: Path = PARAMS_FILE) -> ConfigError:
+    """A config error, saying how to undo the override that caused it where params.yaml
+    differs from the last commit (a failed `dvc exp run -S` leaves its override there)."""
+    if "differs from the last commit" in str(err) or not differs_from_commit(path):
+        return err
+    return ConfigError(
+        f"{err}\n{path} differs from the last commit (a failed `dvc exp run -S` leaves "
+        f"its override there): `git checkout {path.name}` restores it, or "
+        "`uv run python -m roofline.compose` recomposes it from conf/"
+    )
 
 
 def device_config(cfg: DictConfig, name: str) -> DictConfig:

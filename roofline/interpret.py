@@ -103,10 +103,13 @@ def interpret(points: list[Measurement], dev: dict[str, Any], record: dict[str, 
     (roofline.datasheets.judged); pending ones saying where to measure them. `record` is the
     device's lab results record, whose run the peaks come from."""
     peak_of = peaks(dev, record)
+    # A CPU's own ceilings from the same run, which a row far below is noisy against.
+    fma = (record.get("fma") or {}).get("gflops")
+    copy = (record.get("memory") or {}).get("gbps")
     rows = []
     for point in points:
         peak, source = peak_of.get(point.dtype, (None, no_peak(dev, point.dtype, record)))
-        out = row(point, peak, source)
+        out = row(point, peak, source, fma / 1e3 if fma else None, copy)
         if out.status == "pending":
             out.reason = f"never measured: run `uv run dvc repro` on a machine with {dev['sku']}"
         else:

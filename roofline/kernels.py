@@ -13,7 +13,7 @@ from roofline import backends
 from roofline.arithmetic import buffer_sets, matmul_bytes, summarize
 from roofline.dtypes import DTYPES
 from roofline.kinds import Kind
-from roofline.timing import sample
+from roofline.timing import TimedWindow, sample
 
 # Operand sets to rotate through at most (tiny shapes against a large cache).
 MAX_SETS = 4096
@@ -30,6 +30,7 @@ class Point:
     buffer_sets: int
     timing: str = ""  # how the samples were timed
     window: Any = None  # what the telemetry window recorded (a Sampler), or None
+    timed: TimedWindow | None = None  # the timed window's length, cut, and share of the host
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -184,10 +185,11 @@ def measure_matmul(
     warmup_seconds: float = 0.0,
     monitor: Callable[[], Any] | None = None,
     backend: str = "torch",
+    threads: int | None = None,
 ) -> Point:
     """Check C = A @ B, then time it on `kind`'s timer (from a CUDA graph too where that
     measures a short call better). Raises WrongResult instead of timing a kernel whose output
-    is wrong."""
+    is wrong. `threads`: the host threads a CPU's calls run on (roofline.timing.sample)."""
     ready = prepare_matmul(
         m,
         n,
@@ -207,19 +209,22 @@ def measure_matmul(
         min_seconds=min_seconds,
         warmup_seconds=warmup_seconds,
         window=monitor,
+        threads=threads,
     )
     with float32_math(dtype):
-        samples, window = sample(ready.call, **timing)
+        samples, window, timed = sample(ready.call, **timing)
         how = timer.name
         if kind.graphs and summarize(samples)["median_s"] < GRAPH_BELOW_S:
-            replays, graph_window = sample(kind.graph(ready.call, ready.sets), **timing)
+            replays, graph_window, graph_timed = sample(
+                kind.graph(ready.call, ready.sets), **timing
+            )
             per_call = [t / ready.sets for t in replays]
             if summarize(per_call)["median_s"] < summarize(samples)["median_s"]:
-                samples, window = per_call, graph_window
+                samples, window, timed = per_call, graph_window, graph_timed
                 how = f"CUDA graph of {ready.sets} calls, replayed back to back"
             else:
                 how += " (a CUDA graph was not faster)"
-    return Point(samples, ready.check_error, ready.sets, how, window)
+    return Point(samples, ready.check_error, ready.sets, how, window, timed)
 
 
 def measure_copy(
@@ -238,4 +243,4 @@ def measure_copy(
     src = torch.randn(nbytes // 4, device=device, generator=gen)
     dst = torch.empty_like(src)
     work = lambda i: dst.copy_(src)  # noqa: E731
-    return sample(work, kind.timer(), warmup, repeats, min_seconds, warmup_seconds)[0]
+    return sample(work, kind.timer(), warmup, repeats, min_seconds, warmup_seconds).samples

@@ -83,14 +83,14 @@ def in_process(
     def measure(seconds: float, first: bool) -> list[float]:
         warmup, warmup_seconds = (s.warmup, s.warmup_seconds) if first else (1, 0.0)
         with around():
-            samples, _ = sample(
+            samples = sample(
                 prepared.call,
                 timer,
                 warmup,
                 repeats=1,
                 min_seconds=seconds,
                 warmup_seconds=warmup_seconds,
-            )
+            ).samples
         return [t / per_call for t in samples]
 
     return Side(label, prepared.check_error, measure)

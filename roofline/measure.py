@@ -27,6 +27,7 @@ class Target:
     cache_bytes: int | None  # last-level cache (CPU) or L2 (GPU), for buffer rotation
     memory_bytes: int
     native: set[str] | None  # CPU dtypes with native hardware support
+    threads: int | None = None  # the host threads a CPU's kernels run on (every logical core)
 
     @property
     def device(self) -> str:
@@ -53,7 +54,8 @@ def cpu_target(found: dict[str, Any]) -> Target:
     torch.set_num_threads(found["logical_cores"])
     threadpool_limits(limits=found["logical_cores"], user_api="blas")
     native = native_cpu_dtypes(set(found["isa"]))
-    return Target(kinds.Kind(), found.get("cache_bytes"), found["memory_bytes"], native)
+    cores = found["logical_cores"]
+    return Target(kinds.Kind(), found.get("cache_bytes"), found["memory_bytes"], native, cores)
 
 
 def gpu_target(found: dict[str, Any], log: Callable[[str], None]) -> Target:
@@ -109,6 +111,7 @@ def measure_point(
             warmup_seconds=getattr(bench, "warmup_seconds", 0.0),
             monitor=target.monitor,
             backend=backend,
+            threads=target.threads,
         )
     except WrongResult as err:
         return empty(name, dtype, shape, "failed", f"wrong result, not timed: {err}", backend)
@@ -120,7 +123,15 @@ def measure_point(
         return empty(name, dtype, shape, "failed", f"the call raised: {raised(err)}", backend)
     summary = telemetry.summarize(point.window, found.get("max_sm_clock_mhz"))
     return measurement(
-        name, dtype, shape, point.samples, point.check_error, summary, backend, point.timing
+        name,
+        dtype,
+        shape,
+        point.samples,
+        point.check_error,
+        summary,
+        backend,
+        point.timing,
+        point.timed,
     )
 
 
@@ -137,6 +148,16 @@ def describe(point: Measurement) -> str:
     )
     if point.sm_clock_mhz is not None:
         text += f", SM {point.sm_clock_mhz:.0f} MHz, {point.power_w:.0f} W"
+    if point.window_cut:
+        text += f", window {point.window_cut}"
+    elif point.window_s is not None:
+        text += f", window {point.window_s:.3g} s"
+    if point.cpu_share is not None:  # what the host left it: interpretation is the aggregate's
+        text += f", {point.cpu_share:.0%} of the CPU"
+    if point.other_runnable:
+        text += f", {point.other_runnable} other runnable"
+    if point.steal:
+        text += f", {point.steal:.1%} stolen"
     return text
 
 

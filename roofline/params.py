@@ -18,6 +18,8 @@ KINDS = ("cpu", "cuda", "mps")  # a CPU, an NVIDIA GPU, Apple silicon's GPU
 # pipeline files list them as params) and read nothing else of it.
 PROBE_KEYS = ("kind", "recognise")
 MEASURING_KEYS = (*PROBE_KEYS, "dtypes", "shapes", "backends")
+# A device's measuring stages, and the top-level params (besides its measuring keys) each reads.
+STAGE_PARAMS = {"benchmark": ("bench",), "sweep": ("bench", "sweep"), "knobs": ("bench", "knobs")}
 
 
 @dataclass
@@ -46,10 +48,12 @@ def read_params(path: Path = PARAMS_FILE) -> dict[str, Any]:
     return data
 
 
-def probe_devices(path: Path = PARAMS_FILE) -> dict[str, dict[str, Any]]:
+def probe_devices(
+    path: Path = PARAMS_FILE, params: dict[str, Any] | None = None
+) -> dict[str, dict[str, Any]]:
     """Each device's kind and recognise, as a probe reads them, checked."""
     out = {}
-    for name, dev in read_params(path)["devices"].items():
+    for name, dev in (params or read_params(path))["devices"].items():
         where = f"{path}: devices.{name}"
         kind, recognise = (dev or {}).get("kind"), (dev or {}).get("recognise") or {}
         if kind not in KINDS:

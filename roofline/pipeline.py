@@ -8,14 +8,14 @@
 Each stage depends on exactly the code it runs (the repository's modules it imports, read
 from their import statements) and on exactly the params that change its output."""
 
-import ast
-import itertools
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from roofline.params import MEASURING_KEYS, PROBE_KEYS
+from roofline.code import code_deps
+from roofline.keys import fingerprint_params
+from roofline.params import PROBE_KEYS
 from roofline.paths import (
     EXPERIMENT,
     device_dir,
@@ -45,50 +45,8 @@ uv run dvc repro
 uv run python -m roofline.sync push
 """
 SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # the DVC remote's, from your shell
-OUR_PACKAGES = ("roofline", "stages")
 # Outputs of a device's stages, which git leaves to DVC.
 DEVICE_OUTPUTS = ("fingerprint.json", "results.json", "sweep.json", "knobs.json")
-
-
-def module_file(module: str, root: Path) -> Path | None:
-    """The repository file of a dotted module name, or None when it is not one of ours."""
-    base = Path(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if (root / candidate).is_file():
-            return candidate
-    return None
-
-
-def imported_modules(path: Path) -> set[str]:
-    """Dotted names of our modules that a file imports, anywhere in it, or starts as a process
-    of its own (`[sys.executable, "-m", "roofline.capped", ...]`)."""
-    names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
-        elif isinstance(node, ast.List | ast.Tuple):
-            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
-            names |= {module for flag, module in itertools.pairwise(words) if flag == "-m"}
-    return {name for name in names if isinstance(name, str) and name.split(".")[0] in OUR_PACKAGES}
-
-
-def code_deps(module: str, root: Path) -> list[str]:
-    """Every file of ours that `python -m module` runs: the module, what it imports, and so on,
-    with the packages' __init__ files."""
-    seen: set[Path] = set()
-    todo = [module]
-    while todo:
-        name = todo.pop()
-        parts = name.split(".")
-        packages = [".".join(parts[:i]) for i in range(1, len(parts))]
-        for dotted in [*packages, name]:
-            path = module_file(dotted, root)
-            if path is not None and path not in seen:
-                seen.add(path)
-                todo += sorted(imported_modules(root / path))
-    return sorted(str(path) for path in seen)
 
 
 def stage(
@@ -97,32 +55,37 @@ def stage(
     *args: str,
     wdir: str | None = None,
     deps: list[Path | str] = (),
-    params: list[str] | None = None,
+    params: list[Any] | None = None,
+    code: bool = True,
     **rest: Any,
 ) -> dict[str, Any]:
-    """A stage running `python -m module args`, depending on `deps` and on its own code."""
+    """A stage running `python -m module args`, depending on `deps` and (`code`) on its own code."""
     out: dict[str, Any] = {"cmd": " ".join(["python", "-m", module, *args])}
     if wdir:
         out["wdir"] = wdir
-    out["deps"] = [*map(str, deps), *code_deps(module, root)]
+    deps = list(dict.fromkeys([*map(str, deps), *(code_deps(module, root) if code else [])]))
+    if deps:
+        out["deps"] = deps
     if params:
         out["params"] = params
     return out | rest
 
 
-# A device's measuring stages after its probe: the output each writes, and the top-level params
-# (besides the device's measuring keys) that change it.
-MEASURING_STAGES = {
-    "benchmark": (results_path, ["bench"]),
-    "sweep": (sweep_path, ["bench", "sweep"]),
-    "knobs": (knobs_path, ["bench", "knobs"]),
-}
+# A device's measuring stages after its probe, and the output each writes.
+MEASURING_STAGES = {"benchmark": results_path, "sweep": sweep_path, "knobs": knobs_path}
+
+
+def measuring_code(root: Path) -> list[str]:
+    """Every file the measuring stages run: what their keys hash (roofline/keys.py)."""
+    return sorted({f for stage in MEASURING_STAGES for f in code_deps(f"stages.{stage}", root)})
 
 
 def device_pipeline(name: str, root: Path) -> dict[str, Any]:
-    """One device's measuring stages, run from the repository root."""
+    """One device's stages, run from the repository root. None depends on code or params.yaml
+    directly: the probe runs every time, and each measuring stage depends on its part of the
+    fingerprint (its key: the code and params that measure it), which the probe rewrites only
+    where the device is, so no other machine's change stales them."""
     top = "/".join([".."] * len(device_dir(name).parts))
-    device_keys = [f"devices.{name}.{key}" for key in MEASURING_KEYS]
 
     def kept(path: Path) -> list[dict[str, Any]]:
         return [{str(path): {"persist": True}}]
@@ -133,19 +96,20 @@ def device_pipeline(name: str, root: Path) -> dict[str, Any]:
             root,
             name,
             wdir=top,
-            always_changed=True,  # cheap; its output changes only with the hardware or torch
+            code=False,
+            always_changed=True,  # cheap; its output changes only with what it fingerprints
             params=[f"devices.{name}.{key}" for key in PROBE_KEYS],
             outs=kept(fingerprint_path(name)),
         )
     }
-    for stage_name, (output, params) in MEASURING_STAGES.items():
+    for stage_name, output in MEASURING_STAGES.items():
         stages[stage_name] = stage(
             f"stages.{stage_name}",
             root,
             name,
             wdir=top,
-            deps=[fingerprint_path(name)],
-            params=[*params, *device_keys],
+            code=False,
+            params=[{str(fingerprint_path(name)): fingerprint_params(stage_name)}],
             outs=kept(output(name)),
         )
     return {"stages": stages}
@@ -171,7 +135,7 @@ def task_file(name: str, dev: dict[str, Any]) -> dict[str, Any]:
 
 def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
     """aggregate -> plot -> report over every device's recorded results."""
-    recorded = [output(name) for name in names for output, _ in MEASURING_STAGES.values()]
+    recorded = [output(name) for name in names for output in MEASURING_STAGES.values()]
     table, manifest = EXPERIMENT / "results.csv", EXPERIMENT / "manifest.json"
 
     def untracked(*paths: Path) -> list[dict[str, Any]]:
@@ -184,7 +148,8 @@ def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
             "aggregate": stage(
                 "stages.aggregate",
                 root,
-                deps=recorded,
+                # The measuring code too: a record measured by older code is shown as such.
+                deps=[*recorded, *measuring_code(root)],
                 params=[
                     "bench",
                     "sweep",

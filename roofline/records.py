@@ -8,9 +8,15 @@ nothing on record, and blocks no other machine.
 probe:     device here and (nothing on record, or the same hardware) -> write its fingerprint;
            here but other hardware on record -> keep the record; not here -> the record's
            fingerprint (or "never measured"), which also undoes what a failed run probed.
-benchmark: fingerprint "never measured" -> pending rows; fingerprint is this machine's device
-           -> measure; anything else -> refuse (the stage is stale and the hardware is
-           elsewhere), leaving the recorded results as they are."""
+measuring stages (benchmark, sweep, knobs): fingerprint "never measured" -> pending records;
+           fingerprint is this machine's device -> measure; anything else -> keep the record
+           as it is (it is the record's own keys that DVC then locks: never a claim that the
+           current code measured it).
+
+The fingerprint carries a key per measuring stage (roofline/keys.py), which DVC reads as that
+stage's params: the current code's and params' where the device is here, the record's keys
+elsewhere. So a change of measuring code re-measures the devices this machine has, and stales
+no other device's stage: its lock, its files and the pod's `git pull` are left alone."""
 
 import hashlib
 from dataclasses import asdict
@@ -21,11 +27,16 @@ import yaml
 
 from roofline.errors import RecordError
 from roofline.hardware import BOOT_CACHE, describe, describe_apart, live_hardware, locate
-from roofline.paths import device_dir, fingerprint_path, results_path
-from roofline.schema import empty, read_json
+from roofline.keys import fingerprint_values, recorded_key
+from roofline.params import STAGE_PARAMS
+from roofline.paths import device_dir, fingerprint_path, knobs_path, results_path, sweep_path
+from roofline.schema import SCHEMA_VERSION, check_version, empty, read_json
 
 NEVER = "never measured"
-KNOWN = ("measured", "pending")  # the states a results.json can be on record in
+# The states a record can be on record in; "lost": its data was in neither the workspace, DVC's
+# cache nor the remote, and a machine without the device recorded it so (`probe --lost`).
+KNOWN = ("measured", "pending", "lost")
+RECORDS = {"benchmark": results_path, "sweep": sweep_path, "knobs": knobs_path}
 
 
 def lock_stage(name: str, stage: str) -> dict[str, Any]:
@@ -41,27 +52,85 @@ def lock_records_results(name: str) -> bool:
     return bool(lock_stage(name, "benchmark").get("outs"))
 
 
-def differs_from_lock(name: str, stage: str, path: Path) -> bool:
-    """Whether a stage's output on disk is not the one dvc.lock records (edited or corrupted)."""
-    outs = {out["path"]: out for out in lock_stage(name, stage).get("outs", [])}
-    recorded = outs.get(str(path), {}).get("md5")
-    return (
-        bool(recorded and path.exists()) and hashlib.md5(path.read_bytes()).hexdigest() != recorded
+def data_location(md5: str) -> str:
+    """Where a recorded file's data is: "cache", "remote", "nowhere", or why it is not known."""
+    from dvc.repo import Repo  # only for a record missing from the workspace: a rare path
+
+    repo = Repo(".")
+    if repo.cache.local.exists(md5):
+        return "cache"
+    try:
+        return (
+            "remote" if repo.cloud.get_remote_odb(None, hash_name="md5").exists(md5) else "nowhere"
+        )
+    except Exception as err:  # no remote, unreachable, credentials: each is said alike
+        return f"not known: the remote could not be asked ({type(err).__name__}: {err})"
+
+
+def record_location(name: str, stage: str, path: Path) -> str:
+    """Where the data is of a stage's output that dvc.lock records (data_location)."""
+    return data_location(locked_md5(name, stage, path) or "")
+
+
+def missing(name: str, path: Path, where: str, that: str = "") -> RecordError:
+    """The error for a record dvc.lock names and this workspace lacks, by where its data is."""
+    if where == "cache":
+        return RecordError(
+            f"{name}: {path} is in DVC's cache, not in this workspace: run "
+            f"`uv run dvc checkout {path}`"
+        )
+    if where == "nowhere":
+        measured = f" (measured on {that})" if that else ""
+        return RecordError(
+            f"{name}: dvc.lock records {path}{measured}, but it is in neither this workspace, "
+            "DVC's cache nor the remote: it is lost (was the push from the machine that "
+            "measured it refused?). Re-measure it where it is: plain `uv run dvc repro` on a "
+            f"machine with it measures it afresh. Or record it as lost and render the rest: "
+            f"`uv run python -m stages.probe {name} --lost`, then `uv run dvc repro` (the lost "
+            "lock stays in git's history)"
+        )
+    known = "" if where == "remote" else f" ({where})"
+    return RecordError(
+        f"{name}: {path} is not in this workspace: run `uv run dvc pull` first{known}"
     )
 
 
-def fingerprint(name: str, hardware_identity: dict[str, Any], torch_version: str) -> dict:
-    # A new torch is a new measurement on the same hardware, so it belongs in the fingerprint.
+def locked_md5(name: str, stage: str, path: Path) -> str | None:
+    """The md5 dvc.lock records for a stage's output (None when it records none)."""
+    outs = {out["path"]: out for out in lock_stage(name, stage).get("outs", [])}
+    return outs.get(str(path), {}).get("md5")
+
+
+def md5_of(path: Path) -> str:
+    return hashlib.md5(path.read_bytes()).hexdigest()
+
+
+def differs_from_lock(name: str, stage: str, path: Path) -> bool:
+    """Whether a stage's output on disk is not the one dvc.lock records (edited or corrupted)."""
+    recorded = locked_md5(name, stage, path)
+    return bool(recorded and path.exists()) and md5_of(path) != recorded
+
+
+def fingerprint(
+    name: str, hardware_identity: dict[str, Any], torch_version: str, measures: dict[str, Any]
+) -> dict:
+    """What a device's measurements depend on: its hardware, the torch build (a new torch is
+    a new measurement on the same hardware) and each measuring stage's key."""
     return {
         "device": name,
         "status": "recorded",
         "hardware": hardware_identity,
         "torch": torch_version,
+        "measures": measures,
     }
 
 
-def never_measured(name: str) -> dict:
-    return {"device": name, "status": NEVER}
+def never_measured(name: str, measures: dict[str, Any], status: str = NEVER) -> dict:
+    return {"device": name, "status": status, "hardware": None, "torch": None, "measures": measures}
+
+
+def lost_fingerprint(name: str) -> dict:
+    return never_measured(name, dict.fromkeys(STAGE_PARAMS, "lost"), "lost")
 
 
 def points(dev: Any) -> list[tuple[str, list[int], str]]:
@@ -80,23 +149,34 @@ def pending_record(name: str, dev: Any) -> dict[str, Any]:
         empty(name, dtype, shape, "pending", "never measured", backend)
         for dtype, shape, backend in points(dev)
     ]
-    return {"device": name, "status": "pending", "rows": [asdict(row) for row in rows]}
+    return record(name, "pending", rows=[asdict(row) for row in rows])
+
+
+def record(name: str, status: str, **extra: Any) -> dict[str, Any]:
+    """A measuring stage's record, in this code's schema version."""
+    return {"schema": SCHEMA_VERSION, "device": name, "status": status, **extra}
 
 
 def sweep_record(name: str, sweep: str, status: str, **extra: Any) -> dict[str, Any]:
     """A device's sweep record; a pending or `none` sweep has no rows."""
-    return {"device": name, "sweep": sweep, "status": status, "rows": [], **extra}
+    return record(name, status, sweep=sweep, **({"rows": []} | extra))
 
 
 def knobs_record(name: str, knobs: str, status: str, **extra: Any) -> dict[str, Any]:
     """A device's knobs record; pending or `none` knobs have no rows."""
-    return {"device": name, "knobs": knobs, "status": status, "rows": [], **extra}
+    return record(name, status, knobs=knobs, **({"rows": []} | extra))
 
 
-def on_record(name: str, results: dict[str, Any] | None) -> dict:
-    """The fingerprint of what is on record: the one a measured results.json was measured
-    under, else "never measured". A record in a state this code does not know (from a newer
-    version, or damaged) is refused: taking it for never measured would overwrite it."""
+def on_record(name: str, records: dict[str, Any], pending: dict[str, Any]) -> dict:
+    """The fingerprint of what is on record: the hardware and torch a measured results.json
+    was measured under, with each stage's key from its own record (`records`: stage -> its
+    record as read, None when absent), else "never measured" with `pending`'s keys. A record
+    in a state this code does not know (from a newer version, or damaged) is refused: taking
+    it for never measured would overwrite it."""
+    for stage, record in records.items():
+        if record is not None:
+            check_version(record, RECORDS[stage](name))
+    results = records["benchmark"]
     status = results.get("status") if isinstance(results, dict) else None
     if results is not None and status not in KNOWN:
         path = results_path(name)
@@ -105,14 +185,17 @@ def on_record(name: str, results: dict[str, Any] | None) -> dict:
             "version of this lab, or be damaged; nothing was measured or overwritten. Update "
             f"this checkout (`git pull`), or restore it (`uv run dvc checkout --force {path}`)"
         )
-    if status == "measured":
-        if "fingerprint" in results:
-            return results["fingerprint"]
-        # A record from before fingerprints travelled inside results: the hardware and torch it
-        # names are the same facts.
-        torch_version = results.get("run", {}).get("versions", {}).get("torch", "")
-        return fingerprint(name, results["hardware"], torch_version)
-    return never_measured(name)
+    if status == "lost":
+        return lost_fingerprint(name)
+    if status != "measured":
+        return never_measured(name, pending)
+    # A record from before fingerprints travelled inside results names the same facts.
+    was = results.get("fingerprint") or {
+        "hardware": results["hardware"],
+        "torch": results.get("run", {}).get("versions", {}).get("torch", ""),
+    }
+    measures = {stage: recorded_key(records.get(stage), stage) for stage in STAGE_PARAMS}
+    return fingerprint(name, was["hardware"], was["torch"], measures)
 
 
 def probe_decision(
@@ -129,7 +212,7 @@ def probe_decision(
     machine (None when absent); `fresh` the fingerprint this machine would write; `replace`
     takes the device over from other hardware; `claimed` the fingerprint file as it is (a
     `--replace`, or a run here that failed, left this machine's claim in it)."""
-    never = record["status"] == NEVER
+    never = record["status"] in (NEVER, "lost")  # nothing on record to keep for the hardware
     if replace:
         if here is None:
             raise RecordError(f"{name}: cannot replace its hardware from a machine without it")
@@ -146,6 +229,8 @@ def probe_decision(
             f"{describe(here)}"
         )
     if here is None:
+        if record["status"] == "lost":
+            return record, f"{name}: not on this machine; recorded as lost"
         if never:
             return record, f"{name}: not on this machine, never measured: pending"
         return (
@@ -169,45 +254,54 @@ def probe_decision(
 
 
 class Decision(NamedTuple):
-    """What a measuring stage does here: "pending" or "measure"; the device's part of this
-    machine and its identity; the fingerprint it measures under."""
+    """What a measuring stage does here: "pending", "measure" or "keep" (the record as it is,
+    and `why`); the device's part of this machine and its identity; the fingerprint."""
 
     action: str
     found: dict | None
     here: dict | None
     fingerprint: dict
+    why: str = ""
 
 
-def measure_or_pend(
-    name: str,
-    recorded: dict,
-    here: dict | None,
-    stage: str = "benchmark",
-    output: Path | None = None,
-) -> str:
-    """ "pending" or "measure"; raises RecordError when neither is honest."""
-    if recorded["status"] == NEVER:
-        return "pending"
-    if here is not None and recorded["hardware"] == here:
-        return "measure"
-    if output is not None and differs_from_lock(name, stage, output):
+def in_cache(md5: str) -> bool:
+    from dvc.repo import Repo  # only where a lock and the file agree: a rare path
+
+    return Repo(".").cache.local.exists(md5)
+
+
+def only_the_cache_changed(name: str, stage: str, output: Path, recorded: dict) -> bool:
+    """Whether the output is the one dvc.lock records, measured under this very fingerprint,
+    and DVC's cache lacks it (a deleted cache): re-measuring it would gain nothing."""
+    locked = lock_stage(name, stage).get("params", {}).get(str(fingerprint_path(name)), {})
+    md5 = locked_md5(name, stage, output)
+    return bool(
+        locked == fingerprint_values(recorded, stage)
+        and md5
+        and output.exists()
+        and md5_of(output) == md5
+        and not in_cache(md5)
+    )
+
+
+def kept(name: str, stage: str, output: Path, recorded: dict, here: dict | None) -> str:
+    """Why a stage of a device measured elsewhere keeps its record; raises RecordError where
+    the record on disk is not the one on record."""
+    that = describe(recorded["hardware"])
+    if not output.exists():
+        raise missing(name, output, record_location(name, stage, output), that)
+    if differs_from_lock(name, stage, output):
         raise RecordError(
             f"{name}: {output} is not the file dvc.lock records (it was edited or corrupted "
             f"here), and this machine cannot re-measure it: it was measured on "
-            f"{describe(recorded['hardware'])}. Restore it: `uv run dvc checkout --force {output}`"
+            f"{that}. Restore it: `uv run dvc checkout --force {output}`"
         )
-    this, that = (
-        describe_apart(here, recorded["hardware"]) if here else ("", describe(recorded["hardware"]))
+    where = (
+        f"this machine has {describe_apart(here, recorded['hardware'])[0]}"
+        if here
+        else "not on this machine"
     )
-    this = f"has {this}" if here else f"has no {name}"
-    raise RecordError(
-        f"{name}: its {stage} stage is stale (its code or measuring params changed since it was "
-        f"measured), but its results were measured on {that} and "
-        f"this machine {this}. The recorded results are kept as they are. Either re-measure on "
-        f"that hardware (`uv run dvc repro {device_dir(name)}/dvc.yaml` there), or render the "
-        "report from the recorded results here (`uv run dvc repro -s aggregate plot report`), "
-        "or revert the change."
-    )
+    return f"{name}: {where}; keeping its {stage} record, measured on {that}"
 
 
 def decide(name: str, dev: Any, stage: str, output: Path) -> Decision:
@@ -215,5 +309,34 @@ def decide(name: str, dev: Any, stage: str, output: Path) -> Decision:
     recorded = read_json(fingerprint_path(name))
     if recorded["status"] == NEVER:  # pending, whatever is here: no need to look
         return Decision("pending", None, None, recorded)
+    if recorded["status"] == "lost":  # the lost records stand until a machine with it measures
+        return Decision("keep", None, None, recorded, f"{name}: recorded as lost; kept so")
     found, here = locate(dev, live_hardware(BOOT_CACHE))
-    return Decision(measure_or_pend(name, recorded, here, stage, output), found, here, recorded)
+    if here is None or recorded["hardware"] != here:
+        return Decision("keep", found, here, recorded, kept(name, stage, output, recorded, here))
+    if only_the_cache_changed(name, stage, output, recorded):
+        why = (
+            f"{name}: {output} is the one dvc.lock records, measured under this fingerprint; "
+            "only DVC's cache lacked it: kept, not re-measured (`uv run dvc pull` restores the "
+            "cache of other devices' records)"
+        )
+        return Decision("keep", found, here, recorded, why)
+    return Decision("measure", found, here, recorded)
+
+
+def lost_records(name: str) -> dict[Path, dict[str, Any]]:
+    """For `probe --lost`: a "lost" record for each of the device's records that dvc.lock names,
+    this workspace lacks, and neither DVC's cache nor the remote has; raises RecordError naming
+    where one is, where it is somewhere."""
+    out = {}
+    for stage, where in RECORDS.items():
+        path = where(name)
+        md5 = locked_md5(name, stage, path)
+        if path.exists() or not md5:
+            continue
+        if (found := data_location(md5)) != "nowhere":
+            raise missing(name, path, found)
+        out[path] = record(name, "lost", rows=[], lost={"md5": md5, "stage": stage})
+    if not out:
+        raise RecordError(f"{name}: nothing of it is lost: every record dvc.lock names is here")
+    return out

@@ -185,7 +185,7 @@ def fma_sentences(head: Any, entry: dict[str, Any]) -> list[str]:
             f", and the ceiling is {share:.0%} of the computed peak"
             + (
                 ": the vector clock under load, or the FLOP per cycle assumed, is that much lower"
-                if share < 0.95
+                if share < 0.95 and not noisy(head)  # a shared machine lowers both as well
                 else ""
             )
             + (
@@ -195,6 +195,21 @@ def fma_sentences(head: Any, entry: dict[str, Any]) -> list[str]:
             )
         )
     return [text + "."]
+
+
+def noisy(head: Any) -> str:
+    """What says a row's timed window was noisy (roofline.rows.noise), or ""."""
+    return head.noisy if isinstance(head.noisy, str) else ""  # an empty cell reads as NaN
+
+
+def noisy_sentence(head: Any) -> str:
+    """A headline timed in a noisy window: said with its figures, in place of a cause."""
+    if not noisy(head):
+        return ""
+    return (
+        f"Its timed window was noisy ({noisy(head)}): re-measure on a quiet machine; no cause "
+        "is read from these figures."
+    )
 
 
 def telemetry_sentences(head: Any, entry: dict[str, Any]) -> list[str]:
@@ -254,6 +269,7 @@ def gap_paragraph(
         return f"No kernel of {name} was measured: every row is skipped or failed (see the table)."
     parts = [
         achieved_sentence(head, entry),
+        noisy_sentence(head),
         mfu_sentence(head),
         intensity_sentence(head, entry),
         *backend_sentences(head, entry, rows),
@@ -460,8 +476,7 @@ def shown(rows: pd.DataFrame, manifest: dict[str, Any]) -> tuple[list[str], list
     """(devices the report shows, devices not measured yet that it only names): a device not
     measured yet gets its line only if its conf shows it pending (the lab's own)."""
     shown, named = [], []
-    for name in dict.fromkeys(rows.device):
-        entry = manifest["devices"][name]
+    for name, entry in manifest["devices"].items():
         visible = entry["status"] == "measured" or entry.get("show_pending", True)
         (shown if visible else named).append(name)
     return shown, named
@@ -469,13 +484,14 @@ def shown(rows: pd.DataFrame, manifest: dict[str, Any]) -> tuple[list[str], list
 
 def verdict_cell(entry: dict[str, Any], head: Any) -> str:
     if head is None:
-        return "pending" if entry["status"] != "measured" else "nothing measured"
+        return "nothing measured" if entry["status"] == "measured" else entry["status"]
     judged = judge(entry, head)[1]
     written_for = entry["lab"].get("written_for")
     band = judged["band"] or (
         f"no band for this SKU (the lab's is {written_for}'s)" if written_for else "no band"
     )
-    return "; ".join([band, *(f"⚠ {flag}" for flag in judged["flags"])])
+    flags = [*judged["flags"], *(["noisy window: re-measure"] if noisy(head) else [])]
+    return "; ".join([band, *(f"⚠ {flag}" for flag in flags)])
 
 
 def summary_table(rows: pd.DataFrame, manifest: dict[str, Any], devices: list[str]) -> str:
@@ -591,7 +607,10 @@ LEFT = {
 
 
 def cause_sentence(name: str, entry: dict[str, Any], rows: pd.DataFrame, head: Any) -> str:
-    """The largest loss the breakdown measured, from the peak down to the achieved figure."""
+    """The largest loss the breakdown measured, from the peak down to the achieved figure; for
+    a headline timed in a noisy window, that it was, instead of a cause."""
+    if noisy(head):
+        return noisy_sentence(head)
     if pd.isna(head.peak_tflops):
         return ""
     found = largest_loss(device_breakdown(name, entry, rows, head))
@@ -663,14 +682,44 @@ def summary_paragraph(
         sentences.append(text + (f": check {PUBLISHED_CAUSES}." if below else "."))
     cause = cause_sentence(name, entry, rows, head)
     knob = knob_sentence(head, rows[rows.device == name], knobs)
-    sentences += [s for s in (cause, knob, datasheet_sentence(entry)) if s]
-    return " ".join(sentences), bool(cause) and not knob.startswith("Next knob: not measured")
+    sentences += [
+        s for s in (cause, knob, datasheet_sentence(entry), older_sentence(name, entry)) if s
+    ]
+    named = bool(cause) and not noisy(head)  # a noisy window names no cause
+    return " ".join(sentences), named and not knob.startswith("Next knob: not measured")
 
 
-def pending_line(name: str, entry: dict[str, Any]) -> str:
+def remeasure(name: str, entry: dict[str, Any]) -> str:
     how = "`uv run dvc repro` on a machine that has it"
     if entry["kind"] == "cuda":
         how += f", or `uv run --group cloud python -m roofline.cloud {name}`"
+    return how
+
+
+def older_sentence(name: str, entry: dict[str, Any]) -> str:
+    """A device measured by older measuring code or params than today's: its numbers are that
+    code's, never claimed as today's."""
+    older = entry.get("measured_by_older")
+    if not older:
+        return ""
+    what = sorted({part for parts in older.values() for part in parts})
+    revision = entry.get("git_revision") or "unknown"
+    revision = revision[:12] + ("+dirty" if revision.endswith("+dirty") else "")
+    return (
+        f"⚠ Measured by older measuring {' and '.join(what)} ({', '.join(older)}; revision "
+        f"{revision}, {entry['measured_at']}): these are that "
+        f"code's numbers; to re-measure, {remeasure(name, entry)}."
+    )
+
+
+def pending_line(name: str, entry: dict[str, Any]) -> str:
+    how = remeasure(name, entry)
+    if entry["status"] == "lost":
+        return (
+            f"- **{name}** ({entry['sku']}): ⚠ lost: its results were in neither the workspace, "
+            f"DVC's cache nor the remote (a push that failed), and were recorded as lost; to "
+            f"measure it afresh, {how}."
+        )
     return f"- **{name}** ({entry['sku']}): pending; {how}."
 
 

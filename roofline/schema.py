@@ -12,6 +12,8 @@ import json
 import math
 import os
 import tempfile
+import types
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +22,9 @@ from typing import Any
 from roofline.errors import SchemaError
 
 STATUSES = ("measured", "pending", "skipped", "failed")
+# The version of the records' schema this code writes and reads; a record without one is from
+# before versions (1). A newer record is refused, never read as if it were this one.
+SCHEMA_VERSION = 2
 
 
 @dataclass
@@ -49,6 +54,14 @@ class Measurement:
     throttle_reasons: str = ""  # clock-event reasons seen, idleness left out
     other_processes: str = ""  # other processes computing on the GPU during the window
     telemetry_errors: str = ""  # NVML reads that failed
+    # The timed window (roofline.timing.TimedWindow), on every device: its length, whether the
+    # call cap cut it, and how much of the host it had; None where the OS does not report it.
+    window_s: float | None = None  # wall seconds of the timed calls, host clock
+    window_cut: str = ""  # e.g. "0.04 s of the 0.5 s asked: cut by the 10,000-call cap"
+    cpu_share: float | None = None  # our CPU time / (window_s x threads); CPU devices only
+    cpu_idle: float | None = None  # share of every core's time that was idle in the window
+    other_runnable: int | None = None  # others' runnable threads at both ends, the fewer
+    steal: float | None = None  # share of every core's time the hypervisor took in the window
 
 
 # The numbers a measurement records; a row that was not measured carries none of them.
@@ -83,21 +96,15 @@ class KnobMeasurement:
 
 
 def knob_from_dict(data: Any, where: str) -> KnobMeasurement:
-    """A KnobMeasurement from JSON, or SchemaError naming the file and row at fault."""
-    names = {f.name for f in dataclasses.fields(KnobMeasurement)}
-    if not isinstance(data, dict) or set(data) - names:
-        unknown = sorted(set(data) - names) if isinstance(data, dict) else "not an object"
-        raise SchemaError(f"{where}: not a knob row ({unknown})")
-    point = KnobMeasurement(**data)
-    if point.status not in STATUSES:
-        raise SchemaError(f"{where}: status {point.status!r}; allowed: {', '.join(STATUSES)}")
+    """A KnobMeasurement from JSON, or SchemaError naming the file, row and field at fault."""
+    point = KnobMeasurement(**checked_fields(KnobMeasurement, data, where))
     for side in ("baseline", "variant"):
         samples = getattr(point, f"{side}_samples_s")
-        positive = isinstance(samples, list) and all(
-            isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in samples
-        )
-        if not positive or (point.status == "measured") != bool(samples):
-            raise SchemaError(f"{where}: {side}_samples_s={samples!r} for a {point.status} knob")
+        if not all(v > 0 for v in samples) or (point.status == "measured") != bool(samples):
+            raise SchemaError(
+                f"{where}, field {side}_samples_s: {samples!r} for a {point.status} knob; "
+                "allowed: seconds > 0, and only for a measured knob"
+            )
     return point
 
 
@@ -110,8 +117,10 @@ def measurement(
     telemetry: dict[str, Any] | None = None,
     backend: str = "torch",
     timing: str = "",
+    timed: Any = None,
 ) -> Measurement:
-    """A measured point; `telemetry` is a summary from roofline.telemetry.summarize (GPUs)."""
+    """A measured point; `telemetry` is a summary from roofline.telemetry.summarize (GPUs),
+    `timed` the roofline.timing.TimedWindow its samples were timed in."""
     m, n, k = shape
     point = Measurement(
         device,
@@ -135,6 +144,10 @@ def measurement(
         point.throttle_reasons = "+".join(telemetry["throttle_reasons"])
         point.other_processes = "; ".join(telemetry.get("other_processes", []))
         point.telemetry_errors = "; ".join(telemetry.get("errors", []))
+    if timed is not None:
+        point.window_s, point.window_cut = timed.seconds, timed.cut
+        point.cpu_share, point.cpu_idle = timed.cpu_share, timed.idle
+        point.other_runnable, point.steal = timed.other_runnable, timed.steal
     return point
 
 
@@ -147,25 +160,14 @@ def empty(
 
 
 def measurement_from_dict(data: Any, where: str) -> Measurement:
-    """A Measurement from JSON, or SchemaError naming the file and row at fault."""
-    if not isinstance(data, dict):
-        raise SchemaError(f"{where}: not a JSON object")
-    names = {f.name for f in dataclasses.fields(Measurement)}
-    unknown, missing = set(data) - names, {"device", "dtype", "m", "n", "k", "status"} - set(data)
-    if unknown or missing:
-        raise SchemaError(f"{where}: unknown fields {sorted(unknown)}, missing {sorted(missing)}")
-    point = Measurement(**data)
-    if point.status not in STATUSES:
-        raise SchemaError(f"{where}: status {point.status!r}; allowed: {', '.join(STATUSES)}")
+    """A Measurement from JSON, or SchemaError naming the file, row and field at fault."""
+    point = Measurement(**checked_fields(Measurement, data, where))
     numbers = {k: getattr(point, k) for k in MEASURED_NUMBERS if getattr(point, k) is not None}
     for name, value in numbers.items():
-        if not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
-            raise SchemaError(f"{where}: {name}={value!r}; allowed: a finite number >= 0")
-    samples = point.samples_s
-    if not isinstance(samples, list) or not all(
-        isinstance(v, int | float) and math.isfinite(v) and v > 0 for v in samples
-    ):
-        raise SchemaError(f"{where}: samples_s={point.samples_s!r}; allowed: finite seconds > 0")
+        if value < 0:
+            raise SchemaError(f"{where}, field {name}: {value!r}; allowed: a finite number >= 0")
+    if not all(v > 0 for v in point.samples_s):
+        raise SchemaError(f"{where}, field samples_s: {point.samples_s!r}; allowed: seconds > 0")
     if point.samples_s:
         numbers["samples_s"] = point.samples_s
     if point.status == "measured":
@@ -174,6 +176,79 @@ def measurement_from_dict(data: Any, where: str) -> Measurement:
     elif numbers:
         raise SchemaError(f"{where}: a {point.status} row carries numbers {sorted(numbers)}")
     return point
+
+
+# What a row's fields must be beyond their types: the kernel's sizes, a dtype this code knows.
+SIZES = ("m", "n", "k")
+
+
+def fits(kind: Any, value: Any) -> bool:
+    """Whether a JSON value is of a field's declared type (bool is no number; numbers finite)."""
+    if isinstance(kind, types.UnionType):
+        return any(fits(part, value) for part in typing.get_args(kind))
+    if typing.get_origin(kind) is list:
+        (item,) = typing.get_args(kind)
+        return isinstance(value, list) and all(fits(item, v) for v in value)
+    if kind is type(None):
+        return value is None
+    if kind is float:
+        return (
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        )
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def checked_fields(cls: type, data: Any, where: str) -> dict[str, Any]:
+    """A row's fields, each checked against its declared type, its status and, for sizes and
+    dtypes, the values this code can interpret; SchemaError names the row and the field."""
+    from roofline.dtypes import DTYPES
+
+    if not isinstance(data, dict):
+        raise SchemaError(f"{where}: not a JSON object")
+    declared = {f.name: f for f in dataclasses.fields(cls)}
+    required = {
+        n for n, f in declared.items() if f.default is f.default_factory is dataclasses.MISSING
+    }
+    unknown, missing = set(data) - set(declared), required - set(data)
+    if unknown or missing:
+        raise SchemaError(
+            f"{where}: unknown fields {sorted(unknown)}, missing {sorted(missing)}; {RESTORE}"
+        )
+    for name, value in data.items():
+        kind = declared[name].type
+        allowed = "a whole number >= 1" if name in SIZES else typing_name(kind)
+        if not fits(kind, value) or (name in SIZES and value < 1):
+            raise SchemaError(f"{where}, field {name}: {value!r}; allowed: {allowed}; {RESTORE}")
+    if data["status"] not in STATUSES:
+        raise SchemaError(
+            f"{where}, field status: {data['status']!r}; allowed: {', '.join(STATUSES)}"
+        )
+    if data["dtype"] not in DTYPES:
+        raise SchemaError(
+            f"{where}, field dtype: {data['dtype']!r}; allowed: {', '.join(DTYPES)}; {RESTORE}"
+        )
+    return data
+
+
+RESTORE = "restore that file (`uv run dvc checkout --force` it) or re-measure it"
+
+
+def typing_name(kind: Any) -> str:
+    return str(kind).replace("<class '", "").replace("'>", "").replace(" | None", " or null")
+
+
+def check_version(record: Any, path: Path) -> None:
+    """Refuse a record written by a newer version of this lab: read as this version's, its
+    fields could be taken for others."""
+    version = record.get("schema", 1) if isinstance(record, dict) else 1
+    if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{path}: schema version {version!r}, and this code reads up to "
+            f"{SCHEMA_VERSION}: it was written by a newer version of this lab. Nothing was "
+            "measured, overwritten or rendered. Update this checkout (`git pull`) and run again"
+        )
 
 
 def read_json(path: Path) -> Any:

@@ -9,9 +9,12 @@ launches."""
 
 import contextlib
 import math
+import os
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple, Protocol
 
 Work = Callable[[int], object]  # one call; its argument is the call's index (operand rotation)
 
@@ -57,7 +60,103 @@ class EventTimer:
         return [start.elapsed_time(end) / 1e3 for start, end in events]  # ms -> s
 
 
+# At most this many calls in a warm-up or a timed window (the samples, and a GPU's events, are
+# kept in memory): a 4 us kernel then fills 0.04 s, and a cut window says so (TimedWindow.cut).
 MAX_CALLS = 10_000
+
+
+@dataclass
+class HostReading:
+    """The host at one instant, as the OS reports it; None where it does not (no /proc on macOS
+    or Windows; gVisor's /proc/stat is all zeros)."""
+
+    wall_s: float
+    cpu_s: float  # this process's CPU time, user + sys, all its threads
+    runnable: int | None  # threads runnable on the machine, ours included (procs_running)
+    own_runnable: int | None  # ours among them (/proc/self/task/*/stat, state R)
+    steal_s: float | None  # time the hypervisor took from every core, so far
+    idle_s: float | None  # time every core was idle (idle + iowait), so far
+    cores: int | None  # the cores those two are counted over
+
+
+def _own_runnable(proc: Path) -> int | None:
+    try:
+        states = [
+            (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            for task in (proc / "self" / "task").iterdir()
+        ]
+    except (OSError, IndexError):  # no /proc, or a thread that ended while being read
+        return None
+    return states.count("R")
+
+
+def read_host(proc: Path = Path("/proc")) -> HostReading:
+    """This process's CPU time, and the machine's runnable threads, stolen and idle time, now."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    runnable = steal = idle = cores = None
+    try:
+        lines = (proc / "stat").read_text().splitlines()
+    except OSError:
+        lines = []
+    for line in lines:
+        name, *values = line.split() or [""]
+        if name == "procs_running" and values and int(values[0]) > 0:
+            runnable = int(values[0])  # 0 cannot be real: this reader is running (gVisor's is)
+        elif name == "cpu" and len(values) >= 8 and any(int(v) for v in values):
+            tick = os.sysconf("SC_CLK_TCK")  # the values are in clock ticks
+            steal, idle = int(values[7]) / tick, (int(values[3]) + int(values[4])) / tick
+        elif name.startswith("cpu") and name[3:].isdigit():
+            cores = (cores or 0) + 1
+    own = _own_runnable(proc) if runnable is not None else None
+    return HostReading(wall, cpu, runnable, own, steal, idle, cores if steal is not None else None)
+
+
+@dataclass
+class TimedWindow:
+    """What the timed window was: its length, whether the call cap cut it short of the seconds
+    asked, and how much of the host it had. Measurements only: what is noisy is the aggregate's
+    to say (roofline.rows)."""
+
+    seconds: float  # wall time of the timed calls, host clock
+    cut: str = ""  # non-empty: the cap stopped it short of min_seconds
+    cpu_share: float | None = None  # our CPU time / (wall x threads); None: no threads given
+    idle: float | None = None  # the share of every core's time that was idle
+    other_runnable: int | None = None  # other threads runnable at both ends (the fewer)
+    steal: float | None = None  # the share of every core's time the hypervisor took
+
+
+def host_window(start: HostReading, end: HostReading, threads: int | None) -> TimedWindow:
+    """The window between two readings: CPU share over `threads` threads (the CPU device uses
+    every logical core), idle and steal over wall x cores, others runnable at both ends (one
+    that ran at one end only, a shell command, did not hold the window)."""
+    wall = end.wall_s - start.wall_s
+    share = (end.cpu_s - start.cpu_s) / (wall * threads) if threads and wall > 0 else None
+    others = [
+        max(0, r.runnable - r.own_runnable)
+        for r in (start, end)
+        if r.runnable is not None and r.own_runnable is not None
+    ]
+
+    def of_cores(before: float | None, after: float | None) -> float | None:
+        if before is None or after is None or not end.cores or wall <= 0:
+            return None
+        return min(1.0, max(0.0, after - before) / (wall * end.cores))  # ticks vs perf_counter
+
+    return TimedWindow(
+        wall,
+        cpu_share=share,
+        idle=of_cores(start.idle_s, end.idle_s),
+        other_runnable=min(others) if len(others) == 2 else None,
+        steal=of_cores(start.steal_s, end.steal_s),
+    )
+
+
+class Timed(NamedTuple):
+    """What `sample` returns."""
+
+    samples: list[float]  # every timed call
+    watch: Any  # what the telemetry window yielded (None without one)
+    window: TimedWindow
 
 
 def warmed(timer: Timer, work: Work, warmup: int, warmup_seconds: float) -> list[float]:
@@ -65,10 +164,16 @@ def warmed(timer: Timer, work: Work, warmup: int, warmup_seconds: float) -> list
     `warmup` calls, and more until `warmup_seconds` of them ran back to back (clocks settle
     in about a second; a count alone leaves a fast kernel's first samples at cold clocks)."""
     spent = timer.times(work, 0, warmup) if warmup else []
-    while spent and sum(spent) < warmup_seconds and len(spent) < MAX_CALLS:
-        more = math.ceil((warmup_seconds - sum(spent)) / max(min(spent), 1e-9))
-        spent += timer.times(work, len(spent), min(more, MAX_CALLS - len(spent)))
+    while spent and (more := calls_to_fill(warmup_seconds - sum(spent), min(spent), len(spent))):
+        spent += timer.times(work, len(spent), more)
     return spent
+
+
+def calls_to_fill(seconds: float, fastest: float, made: int = 0) -> int:
+    """Calls of `fastest` seconds that fill `seconds`, within the cap less the `made` so far."""
+    if seconds <= 0:
+        return 0
+    return max(0, min(math.ceil(seconds / max(fastest, 1e-9)), MAX_CALLS - made))
 
 
 def sample(
@@ -79,16 +184,31 @@ def sample(
     min_seconds: float = 0.0,
     warmup_seconds: float = 0.0,
     window: Callable[[], contextlib.AbstractContextManager] | None = None,
-) -> tuple[list[float], Any]:
+    threads: int | None = None,
+) -> Timed:
     """Warm up, then time at least `repeats` calls and enough to fill `min_seconds` (a
     sustained window in which clocks and power settle), inside `window()` (telemetry of the
-    timed calls only). Every sample is kept. Returns (samples, what the window yielded)."""
+    timed calls only). Every sample is kept. `threads`: the host threads the calls run on
+    (a CPU device's), for the share of the host the window had; None for a GPU, whose events
+    time the device whatever the host does."""
     by_time = min_seconds > 0 or warmup_seconds > 0
     # A window by time needs one call's time, however few warm-up calls were asked for.
     warm = warmed(timer, work, max(warmup, 1) if by_time else warmup, warmup_seconds)
-    count = repeats
-    if min_seconds > 0 and warm:
-        count = max(repeats, min(MAX_CALLS, math.ceil(min_seconds / max(min(warm), 1e-9))))
+    count = max(repeats, calls_to_fill(min_seconds, min(warm))) if warm else repeats
     with (window or contextlib.nullcontext)() as watch:
+        start = read_host()
         samples = timer.times(work, len(warm), count)
-    return samples, watch
+        # The count came from the warm-up, whose fastest call can be a cold one (warmup=1): top
+        # the window up at its own calls' pace until it holds min_seconds, or the cap stops it.
+        while samples and (
+            more := calls_to_fill(min_seconds - sum(samples), min(samples), len(samples))
+        ):
+            samples += timer.times(work, len(warm) + len(samples), more)
+        end = read_host()
+    timed = host_window(start, end, threads)
+    if sum(samples) < min_seconds:
+        timed.cut = (
+            f"{sum(samples):.2g} s of the {min_seconds:g} s asked: cut by the "
+            f"{MAX_CALLS:,}-call cap"
+        )
+    return Timed(samples, watch, timed)

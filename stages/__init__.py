@@ -11,5 +11,15 @@ RENDERED = "nothing was written: the previous deliverables are as they were"
 def run(main: Callable[[], None], kept: str = KEPT) -> None:
     """Run a stage. Stages write their outputs atomically at the very end, all or none (and DVC
     keeps them on disk while the stage runs: persist), so a refusal, an interrupt or a failure
-    leaves the previous ones whole."""
-    errors.run(main, kept)
+    leaves the previous ones whole. A config error found while measuring (a shape too big for
+    this device's memory) says, as composition's do, how to undo an override that caused it."""
+
+    def stage() -> None:
+        try:
+            main()
+        except errors.ConfigError as err:
+            from roofline.config import with_override_hint  # omegaconf: only on this path
+
+            raise with_override_hint(err) from err
+
+    errors.run(stage, kept)

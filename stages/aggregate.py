@@ -1,19 +1,38 @@
 """Stage aggregate: every device's measurements (results.json, sweep.json, knobs.json) and
-its conf -> results.csv, knobs.csv, manifest.json, metrics.json."""
+its conf -> results.csv, knobs.csv, manifest.json, metrics.json. Every record is read and
+checked before anything is written, so the deliverables are all new or all old."""
 
 from roofline.aggregate import aggregate, load_record
+from roofline.keys import outdated
 from roofline.lab_schema import load_lab_params
+from roofline.params import read_params
 from roofline.paths import EXPERIMENT, knobs_path, results_path, sweep_path
-from roofline.schema import json_text, knob_from_dict, write_texts_atomic
+from roofline.schema import json_text, knob_from_dict, measurement_from_dict, write_texts_atomic
 from stages import RENDERED, run
+
+RECORDS = {
+    "benchmark": (results_path, measurement_from_dict),
+    "sweep": (sweep_path, measurement_from_dict),
+    "knobs": (knobs_path, knob_from_dict),
+}
 
 
 def main() -> None:
-    cfg = load_lab_params()
-    records = {name: load_record(name, results_path(name)) for name in cfg.devices}
-    sweeps = {name: load_record(name, sweep_path(name)) for name in cfg.devices}
-    knobs = {name: load_record(name, knobs_path(name), knob_from_dict) for name in cfg.devices}
-    out = aggregate(cfg, records, sweeps, knobs)
+    cfg, params = load_lab_params(), read_params()
+    records = {
+        name: {
+            stage: load_record(name, path(name), parse) for stage, (path, parse) in RECORDS.items()
+        }
+        for name in cfg.devices
+    }
+    older = {name: outdated(records[name], params, name) for name in cfg.devices}
+    out = aggregate(
+        cfg,
+        {name: r["benchmark"] for name, r in records.items()},
+        {name: r["sweep"] for name, r in records.items()},
+        {name: r["knobs"] for name, r in records.items()},
+        older,
+    )
     write_texts_atomic(
         {
             EXPERIMENT / "results.csv": out.table.to_csv(index=False),

@@ -1,5 +1,5 @@
 """Stage benchmark: measure a device that is here, record a never-measured one as pending, and
-refuse to touch results measured on hardware that is not here."""
+keep results measured on hardware that is not here as they are."""
 
 from roofline.holding import holding
 from roofline.paths import results_path
@@ -11,6 +11,9 @@ from stages.measuring import begin
 
 def main(argv: list[str] | None = None) -> None:
     name, cfg, dev, decision = begin(argv, __doc__, "benchmark", results_path)
+    if decision.action == "keep":  # measured elsewhere, or only DVC's cache lacked it
+        print(decision.why)
+        return
     with holding(name, "benchmark", decision.action == "measure"):  # one at a time here
         if decision.action == "pending":
             record = pending_record(name, dev)

@@ -1,6 +1,6 @@
 """Stage knobs: the selected knobs on a device that is here (nothing for knobs=none), each as a
-gain measured in one run; pending for a device never measured, refused for one measured
-elsewhere (the same rules as the benchmark and the sweep)."""
+gain measured in one run; pending for a device never measured, kept as it is for one
+measured elsewhere (the same rules as the benchmark and the sweep)."""
 
 from typing import Any
 
@@ -14,6 +14,9 @@ from stages.measuring import begin
 
 def main(argv: list[str] | None = None) -> None:
     name, cfg, dev, decision = begin(argv, __doc__, "knobs", knobs_path)
+    if decision.action == "keep":  # measured elsewhere, or only DVC's cache lacked it
+        print(decision.why)
+        return
     measuring = decision.action == "measure" and cfg.knobs.name != "none"
     with holding(name, "knobs", measuring):  # one measurement of a device at a time here
         if decision.action == "pending":

@@ -1,20 +1,41 @@
 """Stage probe: record which hardware a device's next measurement is for.
 
 Runs on every `dvc repro` (always_changed). When the device is here (and nothing, or the same
-hardware, is on record) it writes this machine's fingerprint; otherwise the fingerprint of what
-is on record (results.json), so a run that probed and then failed leaves no claim behind. Its
-output only changes when the hardware, the torch build or the record does, so an unchanged
-machine re-measures nothing."""
+hardware, is on record) it writes this machine's fingerprint, with the keys of the code and
+params that would measure it now; otherwise the fingerprint of what is on record, the keys its
+records were measured by included, so a run that probed and then failed leaves no claim behind
+and a change of measuring code stales no device measured elsewhere. Its output only changes
+when the hardware, the torch build, the measuring code or params, or the record do.
+
+It depends on no code of its own in dvc.yaml: it runs every time anyway, and its lock entry
+must not change on a machine that only keeps another machine's record."""
 
 import argparse
+from pathlib import Path
+from typing import Any
 
 from roofline.errors import ConfigError, RecordError
 from roofline.hardware import BOOT_CACHE, live_hardware, locate, torch_version, unmatched_gpus
-from roofline.params import probe_devices
+from roofline.keys import measuring_keys, pending_keys
+from roofline.params import probe_devices, read_params
 from roofline.paths import fingerprint_path, results_path
-from roofline.records import fingerprint, lock_records_results, on_record, probe_decision
-from roofline.schema import read_json, write_json_atomic
+from roofline.records import (
+    RECORDS,
+    fingerprint,
+    lock_records_results,
+    lost_fingerprint,
+    lost_records,
+    missing,
+    on_record,
+    probe_decision,
+    record_location,
+)
+from roofline.schema import json_text, read_json, write_json_atomic, write_texts_atomic
 from stages import run
+
+
+def read_if_there(path: Path) -> Any:
+    return read_json(path) if path.exists() else None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -27,30 +48,55 @@ def main(argv: list[str] | None = None) -> None:
         "hardware is on record (a new laptop); the next `dvc repro` re-measures it",
     )
     parser.add_argument(
+        "--lost",
+        action="store_true",
+        help="on a machine without the device: record its results as lost, when they are in "
+        "neither this workspace, DVC's cache nor the remote, so the rest renders",
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         help="say what the probe decides for this machine, and write nothing",
     )
     args = parser.parse_args(argv)
     name = args.device
-    devices = probe_devices()  # kind and recognise only: no schema to build on every run
+    params = read_params()
+    devices = probe_devices(params=params)  # kind and recognise only: no schema to build
     if name not in devices:
         raise ConfigError(f"unknown device {name!r}; allowed: {', '.join(devices)}")
     dev = devices[name]
-    results = results_path(name)
-    if not results.exists() and lock_records_results(name):
-        raise RecordError(
-            f"{name}: dvc.lock records results for it, but {results} is not in this workspace: "
-            "run `uv run dvc pull` first (or `uv run dvc checkout --force` if they are in the "
-            "cache)"
-        )
-    record = on_record(name, read_json(results) if results.exists() else None)
     hardware = live_hardware(BOOT_CACHE)
     _, here = locate(dev, hardware)
-    fresh = fingerprint(name, here, torch_version()) if here else None
     path = fingerprint_path(name)
-    claimed = read_json(path) if path.exists() else None
-    new, message = probe_decision(name, record, here, fresh, args.replace, claimed)
+    claimed = read_if_there(path)
+    fresh = fingerprint(name, here, torch_version(), measuring_keys(params, name)) if here else None
+    results = results_path(name)
+    if args.lost:
+        if here is not None:
+            raise RecordError(
+                f"{name}: this machine has it: plain `uv run dvc repro` measures it afresh"
+            )
+        lost = lost_records(name)  # refuses unless each is nowhere to be found
+        if not args.dry_run:
+            write_texts_atomic({path: json_text(rec) for path, rec in lost.items()})
+        new = lost_fingerprint(name)
+        message = (
+            f"{name}: recorded as lost ({', '.join(map(str, lost))}); `uv run dvc repro` "
+            "renders the rest"
+        )
+    elif not results.exists() and lock_records_results(name):
+        where = record_location(name, "benchmark", results)
+        if here is None or where != "nowhere":
+            raise missing(name, results, where)
+        new = fresh  # lost, and this machine has it: nothing on record to keep
+        message = (
+            f"{name}: here; the results dvc.lock records are lost (in neither this workspace, "
+            "DVC's cache nor the remote): measuring it afresh"
+        )
+    else:
+        records = {stage: read_if_there(where(name)) for stage, where in RECORDS.items()}
+        record = on_record(name, records, pending_keys(params, name))
+        new, message = probe_decision(name, record, here, fresh, args.replace, claimed)
     print(message)
     for gpu in unmatched_gpus(devices, hardware):
         print(

@@ -1,5 +1,5 @@
 """Stage sweep: the selected sweep's shapes on a device that is here (nothing for sweep=none),
-pending for a device never measured, refused for one measured elsewhere."""
+pending for a device never measured, kept as it is for one measured elsewhere."""
 
 from roofline.holding import holding
 from roofline.paths import sweep_path
@@ -11,6 +11,9 @@ from stages.measuring import begin
 
 def main(argv: list[str] | None = None) -> None:
     name, cfg, dev, decision = begin(argv, __doc__, "sweep", sweep_path)
+    if decision.action == "keep":  # measured elsewhere, or only DVC's cache lacked it
+        print(decision.why)
+        return
     measuring = decision.action == "measure" and cfg.sweep.name != "none"
     with holding(name, "sweep", measuring):  # one measurement of a device at a time here
         if decision.action == "pending":

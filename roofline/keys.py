@@ -1,0 +1,95 @@
+"""What a measurement was measured by, as a key per measuring stage: a hash of the code the
+stage runs and one of the params it reads. DVC re-runs a device's measuring stage when its key
+in the device's fingerprint changes, and the probe writes new keys only on a machine that has
+the device: elsewhere the fingerprint carries the keys its records were measured by, so a
+change of measuring code stales the devices this machine can measure and no other. The
+aggregate stage compares a record's keys with the current ones, and the report shows a device
+measured by older code or params as such."""
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from roofline.code import code_deps
+from roofline.params import MEASURING_KEYS, STAGE_PARAMS
+
+UNRECORDED = "unrecorded"  # a record from before keys were recorded
+
+
+def fingerprint_params(stage: str) -> list[str]:
+    """What DVC reads of a device's fingerprint as a measuring stage's params: all it is
+    measured under (roofline/pipeline.py)."""
+    return ["status", "hardware", "torch", f"measures.{stage}"]
+
+
+def fingerprint_values(fingerprint: dict[str, Any], stage: str) -> dict[str, Any]:
+    """What a stage's dvc.lock records of the fingerprint it ran under (its params)."""
+    return {
+        key: (fingerprint.get("measures") or {}).get(stage)
+        if key.startswith("measures.")
+        else fingerprint.get(key)
+        for key in fingerprint_params(stage)
+    }
+
+
+def stage_params(params: dict[str, Any], name: str, stage: str) -> dict[str, Any]:
+    """The params a device's measuring stage reads: its top-level ones and the device's keys."""
+    dev = params["devices"][name]
+    return {key: params.get(key) for key in STAGE_PARAMS[stage]} | {
+        f"devices.{name}": {key: dev.get(key) for key in MEASURING_KEYS}
+    }
+
+
+def digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def code_key(stage: str, root: Path = Path(".")) -> str:
+    """The hash of every file of ours that the stage runs, by path and content."""
+    files = code_deps(f"stages.{stage}", root)
+    return digest(b"".join(f.encode() + b"\0" + (root / f).read_bytes() for f in files))
+
+
+def stage_key(params: dict[str, Any], name: str, stage: str, root: Path = Path(".")) -> dict:
+    """{code, params}: what a measurement of this stage of the device, made now, depends on."""
+    text = json.dumps(stage_params(params, name, stage), sort_keys=True, default=str)
+    return {"code": code_key(stage, root), "params": digest(text.encode())}
+
+
+def measuring_keys(params: dict[str, Any], name: str, root: Path = Path(".")) -> dict[str, Any]:
+    return {stage: stage_key(params, name, stage, root) for stage in STAGE_PARAMS}
+
+
+def pending_keys(params: dict[str, Any], name: str) -> dict[str, Any]:
+    """A never-measured device's keys: its pending rows change with its points only."""
+    dev = params["devices"][name]
+    points = json.dumps([dev.get(key) for key in ("dtypes", "shapes", "backends")], default=str)
+    return dict.fromkeys(STAGE_PARAMS, "never measured") | {"benchmark": digest(points.encode())}
+
+
+def recorded_key(record: Any, stage: str) -> Any:
+    """The key a stage's record was measured by (UNRECORDED for one from before keys)."""
+    if not isinstance(record, dict):
+        return UNRECORDED
+    return (record.get("fingerprint") or {}).get("measures", {}).get(stage, UNRECORDED)
+
+
+def older(record: dict[str, Any], stage: str, current: dict[str, Any]) -> list[str]:
+    """What of the stage's current key differs from the record's: "code", "params", or both."""
+    was = recorded_key(record, stage)
+    if not isinstance(was, dict):
+        return ["code", "params"]
+    return [part for part in ("code", "params") if was.get(part) != current[part]]
+
+
+def outdated(records: dict[str, Any], params: dict[str, Any], name: str) -> dict[str, list[str]]:
+    """For each measured record of a device (stage -> record), what of the code and params that
+    measured it differs from today's; stages measured by today's are left out."""
+    current = measuring_keys(params, name)
+    out = {}
+    for stage, record in records.items():
+        measured = isinstance(record, dict) and record.get("status") == "measured"
+        if measured and (parts := older(record, stage, current[stage])):
+            out[stage] = parts
+    return out
