@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from roofline.cloud import commands, expected_cost, handback_problem, md5, missing_before_launch
+from roofline.keys import fingerprint_values
 from roofline.pipeline import SECRETS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,43 +83,52 @@ def test_nothing_is_rented_without_what_the_pod_needs_to_push():
 DEVICE = "experiments/x4-roofline/devices/h100"
 
 
-def pod_lock(probed: str, benchmarked: str, results: bytes, swept: str | None = None) -> str:
-    """A dvc.lock as a pod writes it: the fingerprint the probe wrote, the one the benchmark,
-    sweep and knobs ran after, and the results' checksum."""
+def under(torch: str) -> dict:
+    """A fingerprint a pod's probe writes (`torch` tells two apart)."""
+    keys = {stage: {"code": "c", "params": "p"} for stage in ("benchmark", "sweep", "knobs")}
+    return {"status": "recorded", "hardware": {"name": "H100"}, "torch": torch, "measures": keys}
 
-    def dep(md5):
-        return {"deps": [{"path": f"{DEVICE}/fingerprint.json", "md5": md5}]}
+
+def pod_lock(benchmarked: dict, results: bytes, swept: dict | None = None) -> str:
+    """A dvc.lock as a pod writes it: the fingerprint the benchmark, sweep and knobs ran under
+    (their params), and the results' checksum."""
+
+    def ran_under(fingerprint, stage):
+        return {"params": {f"{DEVICE}/fingerprint.json": fingerprint_values(fingerprint, stage)}}
 
     return yaml.safe_dump(
         {
             "schema": "2.0",
             "stages": {
-                "probe": {"outs": [{"path": f"{DEVICE}/fingerprint.json", "md5": probed}]},
-                "benchmark": dep(benchmarked)
+                "benchmark": ran_under(benchmarked, "benchmark")
                 | {"outs": [{"path": f"{DEVICE}/results.json", "md5": md5(results)}]},
-                "sweep": dep(swept or benchmarked),
-                "knobs": dep(benchmarked),
+                "sweep": ran_under(swept or benchmarked, "sweep"),
+                "knobs": ran_under(benchmarked, "knobs"),
             },
         }
     )
 
 
 def test_a_lock_is_handed_back_only_from_a_pod_that_measured_the_device():
-    measured = json.dumps({"device": "h100", "status": "measured"}).encode()
-    pending = json.dumps({"device": "h100", "status": "pending"}).encode()
-    assert handback_problem("h100", pod_lock("fp1", "fp1", measured), measured) is None
+    def record(status, fingerprint=None):
+        return json.dumps({"device": "h100", "status": status, "fingerprint": fingerprint}).encode()
+
+    measured = record("measured", under("2.9"))
+    pending = record("pending")
+    assert handback_problem("h100", pod_lock(under("2.9"), measured), measured) is None
     assert "the pod's probe did not find h100" in handback_problem(
-        "h100", pod_lock("fp0", "fp0", pending), pending
+        "h100", pod_lock(under("2.9"), pending), pending
     )
-    # Probed, then died in the benchmark (out of memory, driver error, pre-emption).
+    # Probed, then died in the benchmark (out of memory, driver error, pre-emption): the lock's
+    # benchmark ran under an older fingerprint than the results in the workspace.
     assert "its benchmark did not finish after the probe" in handback_problem(
-        "h100", pod_lock("fp1", "fp0", measured), measured
+        "h100", pod_lock(under("2.8"), measured), measured
     )
     assert "its sweep did not finish" in handback_problem(
-        "h100", pod_lock("fp1", "fp1", measured, swept="fp0"), measured
+        "h100", pod_lock(under("2.9"), measured, swept=under("2.8")), measured
     )
     assert "not the one its dvc.lock records" in handback_problem(
-        "h100", pod_lock("fp1", "fp1", measured), measured + b" "
+        "h100", pod_lock(under("2.9"), measured), measured + b" "
     )
     assert "wrote no dvc.lock or results.json" in handback_problem("h100", None, None)
 

@@ -80,9 +80,9 @@ def test_a_corrupt_fingerprint_names_its_file_and_how_to_restore_it(workspace):
 
 
 def test_aggregate_stops_at_a_hand_edited_row_naming_file_and_row(workspace):
-    for name in ("cpu", "a100", "h100", "h200"):
+    for name in ("cpu", "a100", "h100", "h200", "mps"):
         row = {"device": name, "dtype": "float16", "m": 8, "n": 8, "k": 8, "status": "pending"}
-        for path in (paths.results_path(name), paths.sweep_path(name)):
+        for path in (paths.results_path(name), paths.sweep_path(name), paths.knobs_path(name)):
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(
                 json.dumps(
@@ -98,9 +98,8 @@ def test_aggregate_stops_at_a_hand_edited_row_naming_file_and_row(workspace):
     paths.results_path("h100").write_text(json.dumps(edited))
     with pytest.raises(SystemExit) as exit_:
         run_stage(aggregate.main)
-    assert "experiments/x4-roofline/devices/h100/results.json, row 2: samples_s='fast'" in str(
-        exit_.value
-    )
+    said = "experiments/x4-roofline/devices/h100/results.json, row 2, field samples_s: 'fast'"
+    assert said in str(exit_.value)
     assert not (paths.EXPERIMENT / "results.csv").exists()
 
 
@@ -132,3 +131,20 @@ def test_a_pulled_record_in_a_state_this_code_does_not_know_is_kept_and_named(wo
     assert "`git pull`" in said and "dvc checkout --force" in said
     assert paths.results_path("cpu").read_text() == newer  # never taken for never measured
     assert paths.fingerprint_path("cpu").read_text() == fingerprint
+
+
+def test_a_shape_too_big_for_this_device_says_the_override_stays_in_params(workspace):
+    import subprocess
+
+    for cmd in (["init", "-q"], ["add", "params.yaml"], ["commit", "-qm", "params"]):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@e", *cmd], check=True)
+    params = workspace / "params.yaml"
+    # What `dvc exp run -S 'devices.cpu.shapes=[[200000,200000,200000]]'` leaves there.
+    params.write_text(params.read_text().replace("- 8192\n", "- 200000\n"))
+    with pytest.raises(SystemExit) as end:
+        run_stage(lambda: benchmark.main(["cpu"]))
+    said = str(end.value)
+    assert "devices.cpu.shapes has [200000, 200000, 200000]" in said, said
+    assert "params.yaml differs from the last commit" in said
+    assert "`git checkout params.yaml` restores it" in said
+    assert json.loads(paths.results_path("cpu").read_text()) == {"previous": "results"}

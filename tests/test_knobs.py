@@ -53,8 +53,6 @@ def test_the_cpu_knobs_are_measured_on_both_sides_and_checked():
 def test_the_isa_cap_is_measured_in_processes_of_its_own(monkeypatch):
     import subprocess
 
-    import yaml
-
     started, run = [], subprocess.run
 
     def spy(args, **kw):
@@ -66,9 +64,10 @@ def test_the_isa_cap_is_measured_in_processes_of_its_own(monkeypatch):
     assert side.check_error < 2e-2
     samples = side.measure(0.01, True)
     assert samples and all(s > 0 for s in samples)
-    # What those processes run is code the knobs stage depends on: editing it re-measures.
-    stage = yaml.safe_load((ROOT / "experiments/x4-roofline/devices/cpu/dvc.yaml").read_text())
-    deps = stage["stages"]["knobs"]["deps"]
+    # What those processes run is code the knobs stage's key hashes: editing it re-measures.
+    from roofline.code import code_deps
+
+    deps = code_deps("stages.knobs", ROOT)
     assert started and all(f"{m.replace('.', '/')}.py" in deps for m in started), started
 
 

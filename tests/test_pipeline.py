@@ -6,9 +6,13 @@ real, on this CPU, at tiny sizes."""
 
 import csv
 import json
+import os
 import shutil
+import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
+from subprocess import PIPE, STDOUT
 
 import pytest
 import yaml
@@ -142,26 +146,59 @@ def test_another_laptop_keeps_the_recorded_cpu_until_told_to_replace_it(story):
     assert results(other, "cpu")["hardware"]["model"] == "Other Laptop CPU"
 
 
-def test_a_stale_device_measured_elsewhere_is_refused_and_kept(story):
-    laptop = clone(story["origin"], story["where"] / "laptop-stale")
-    before = {d: raw(laptop, d) for d in ("cpu", "podhost")}
-    lock = (laptop / DEVICES / "podhost/dvc.lock").read_text()
-    params = laptop / "params.yaml"
-    params.write_text(params.read_text().replace("repeats: 2", "repeats: 3"))
-    code, out = dvc(laptop, "repro", hardware=LAPTOP, check=False)
-    assert code != 0
-    assert (
-        "podhost: its benchmark stage is stale" in out
-        and "measured on Pod CPU (2 cores)" in out
-        and "this machine has no podhost" in out
-    ), out
-    assert "dvc repro -s aggregate plot report" in out
-    assert raw(laptop, "podhost") == before["podhost"]
-    assert (laptop / DEVICES / "podhost/dvc.lock").read_text() == lock
-    # The way out that keeps the recorded results: re-render only.
-    dvc(laptop, "repro", "-s", "aggregate", "plot", "report", hardware=LAPTOP)
-    assert "podhost" in (laptop / "experiments/x4-roofline/REPORT.md").read_text()
-    assert raw(laptop, "podhost") == before["podhost"]
+def device_files(clone_path: Path, device: str) -> dict[str, bytes]:
+    """Everything recorded of a device: its records, fingerprint and dvc.lock, byte for byte."""
+    folder = clone_path / DEVICES / device
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def changed_in_git(clone_path: Path) -> set[str]:
+    return {line[3:] for line in git(clone_path, "status", "--porcelain").splitlines()}
+
+
+def test_an_upgrade_of_measuring_code_stales_only_the_devices_each_machine_has(story):
+    # The laptop changes measuring code: plain `dvc repro` re-measures its cpu, keeps the pod's
+    # podhost byte for byte, and the report says podhost's numbers are older code's. On an
+    # origin of its own: the other tests' clones never see its pushes.
+    origin = story["where"] / "upgrade-origin.git"
+    git(story["where"], "clone", "-q", "--bare", str(story["origin"]), str(origin))
+    laptop = clone(origin, story["where"] / "laptop-upgrade")
+    podhost = device_files(laptop, "podhost")
+    measuring = laptop / "roofline/measure.py"
+    measuring.write_text(measuring.read_text() + "\n# a change of measuring code\n")
+    out = dvc(laptop, "repro", hardware=LAPTOP)
+    assert measured_benchmarks(out) == {"cpu"}, out
+    assert "podhost: not on this machine; keeping its benchmark record" not in out  # not even run
+    assert device_files(laptop, "podhost") == podhost
+    report = (laptop / "experiments/x4-roofline/REPORT.md").read_text()
+    said = next(line for line in report.splitlines() if "**podhost**" in line)
+    assert "⚠ Measured by older measuring code (benchmark, knobs, sweep; revision " in said
+    assert "to re-measure, `uv run dvc repro` on a machine that has it" in said
+    assert "older measuring" not in next(line for line in report.splitlines() if "**cpu**" in line)
+    publish(laptop, "laptop: new measuring code, cpu re-measured")
+
+    # The pod pulls it and runs plain `dvc repro`, as its task file does: it measures podhost,
+    # and changes no other device's files, so it can commit its lock and pull.
+    pod = clone(origin, story["where"] / "pod-upgrade")
+    cpu = device_files(pod, "cpu")
+    out = dvc(pod, "repro", hardware=POD)
+    assert measured_benchmarks(out) == {"podhost"}, out
+    assert device_files(pod, "cpu") == cpu
+    devices = {p for p in changed_in_git(pod) if p.startswith(DEVICES)}
+    assert devices == {f"{DEVICES}/podhost/dvc.lock"}
+    dvc(pod, "push")
+    git(pod, "add", f"{DEVICES}/podhost/dvc.lock")
+    git(pod, "commit", "-qm", "pod: podhost by the new code")
+    git(pod, "restore", ".")  # the renders are the laptop's to commit (README)
+    git(pod, "pull", "-q", "--rebase")
+    git(pod, "push", "-q", "origin", "main")
+
+    # Back on the laptop: podhost is today's code's again, and nothing is measured.
+    git(laptop, "pull", "-q")
+    dvc(laptop, "pull")
+    out = dvc(laptop, "repro", hardware=LAPTOP)
+    assert measured_benchmarks(out) == set()
+    assert "older measuring" not in (laptop / "experiments/x4-roofline/REPORT.md").read_text()
 
 
 def test_a_clone_that_forgot_to_pull_is_told_to(story):
@@ -472,3 +509,73 @@ def test_a_pod_whose_driver_is_too_old_for_torch_stops_by_name(story):
     assert {
         device: raw(pod, device) for device in before
     } == before  # nothing pending-over-measured
+
+
+def test_a_lock_whose_data_nobody_has_is_named_lost_with_ways_out_that_work(story):
+    # A pod measures podhost and commits its lock, but its `dvc push` never happened. On its own
+    # origin, so that no other test's clone sees it.
+    origin = story["where"] / "lost-origin.git"
+    git(story["where"], "clone", "-q", "--bare", str(story["origin"]), str(origin))
+    pod = clone(origin, story["where"] / "lost-pod")
+    dvc(pod, "repro", "--force", f"{DEVICES}/podhost/dvc.yaml", hardware=POD)
+    git(pod, "add", f"{DEVICES}/podhost/dvc.lock")
+    git(pod, "commit", "-qm", "pod: measured podhost, push failed")
+    git(pod, "push", "-q", "origin", "main")
+
+    laptop = clone(origin, story["where"] / "lost-laptop", pull=False)
+    dvc(laptop, "pull", "--allow-missing")
+    code, out = dvc(laptop, "repro", hardware=LAPTOP, check=False)
+    assert code != 0
+    assert "it is in neither this workspace, DVC's cache nor the remote: it is lost" in out, out
+    assert "stale" not in out and "`uv run python -m stages.probe podhost --lost`" in out
+    # The way out it names records it as lost and renders the rest; nothing else is touched.
+    cpu = device_files(laptop, "cpu")
+    run(laptop, sys.executable, "-m", "stages.probe", "podhost", "--lost", hardware=LAPTOP)
+    out = dvc(laptop, "repro", hardware=LAPTOP)
+    assert "podhost: recorded as lost; kept so" in out
+    assert results(laptop, "podhost")["status"] == "lost"
+    report = (laptop / "experiments/x4-roofline/REPORT.md").read_text()
+    assert "- **podhost** (the pod's host CPU): ⚠ lost: its results were in neither" in report
+    assert "**cpu** (Laptop CPU) ran" in report and device_files(laptop, "cpu") == cpu
+    publish(laptop, "laptop: podhost recorded as lost")
+    # Where the device is, plain `dvc repro` measures it afresh, from the lost lock (as a pod
+    # started before the laptop published would see it).
+    again = clone(origin, story["where"] / "lost-pod-again", pull=False)
+    git(again, "checkout", "-q", "HEAD~1")
+    dvc(again, "pull", "--allow-missing")
+    out = dvc(again, "repro", hardware=POD)
+    assert "podhost: here; the results dvc.lock records are lost" in out, out
+    assert measured_benchmarks(out) == {"podhost"}
+    assert results(again, "podhost")["status"] == "measured"
+
+
+def test_a_deleted_cache_re_measures_nothing_and_names_dvc_pull(story):
+    laptop = clone(story["origin"], story["where"] / "no-cache")
+    cpu = device_files(laptop, "cpu")
+    shutil.rmtree(laptop / ".dvc/cache")
+    out = dvc(laptop, "repro", hardware=LAPTOP)
+    assert "only DVC's cache lacked it: kept, not re-measured (`uv run dvc pull`" in out, out
+    assert "stale" not in out and device_files(laptop, "cpu") == cpu
+
+
+def test_two_clones_measuring_one_device_at_once_take_turns(story):
+    # As `dvc queue start -j 2` or two clones would: the same device's benchmark, at once.
+    clones = [clone(story["origin"], story["where"] / f"turns-{i}") for i in range(2)]
+    hardware = story["where"] / "turns-hardware.json"
+    hardware.write_text(json.dumps(LAPTOP))
+    env = os.environ | {"ROOFLINE_HARDWARE": str(hardware), "DVC_NO_ANALYTICS": "1"}
+    target = f"{DEVICES}/cpu/dvc.yaml:benchmark"
+    cmd = [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", target]
+    both = [
+        subprocess.Popen(cmd, cwd=c, env=env, text=True, stdout=PIPE, stderr=STDOUT) for c in clones
+    ]
+    outs = [p.communicate()[0] for p in both]
+    assert all(p.returncode == 0 for p in both), outs
+    waited = [i for i, out in enumerate(outs) if "cpu: waiting for its benchmark (pid" in out]
+    assert len(waited) == 1, outs
+    first, second = clones[1 - waited[0]], clones[waited[0]]
+    assert f"in {first}," in outs[waited[0]]
+    # The second measured only once the first had ended (started_at is to the second).
+    ran_first, ran_second = (results(c, "cpu")["run"] for c in (first, second))
+    began = [datetime.fromisoformat(r["started_at"]) for r in (ran_first, ran_second)]
+    assert (began[1] - began[0]).total_seconds() >= ran_first["wall_s"] - 1

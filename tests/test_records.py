@@ -2,8 +2,11 @@
 
 import pytest
 
+from roofline import records
 from roofline.errors import RecordError
-from roofline.records import NEVER, fingerprint, measure_or_pend, on_record, probe_decision
+from roofline.paths import fingerprint_path, results_path
+from roofline.records import NEVER, decide, fingerprint, never_measured, on_record, probe_decision
+from roofline.schema import write_json_atomic
 
 LAPTOP = {"model": "Laptop CPU", "logical_cores": 8, "isa": ["avx2"]}
 OTHER = {"model": "Other CPU", "logical_cores": 4, "isa": ["avx2"]}
@@ -13,21 +16,48 @@ H100 = {
     "sm_count": 132,
     "memory_gib": 79,
 }
-NEVER_FP = {"device": "dev", "status": NEVER}
+KEYS = {stage: {"code": "c0", "params": "p0"} for stage in ("benchmark", "sweep", "knobs")}
+PENDING = {"benchmark": "points", "sweep": NEVER, "knobs": NEVER}
+NEVER_FP = never_measured("dev", PENDING)
 
 
-def fp(hw):
-    return fingerprint("dev", hw, "2.9.0")
+def fp(hw, measures=KEYS):
+    return fingerprint("dev", hw, "2.9.0", measures)
 
 
-def measured(hw):
-    return {"device": "dev", "status": "measured", "hardware": hw, "fingerprint": fp(hw)}
+def measured(hw, measures=KEYS):
+    return {"device": "dev", "status": "measured", "hardware": hw, "fingerprint": fp(hw, measures)}
+
+
+def on(results, **others):
+    return on_record("dev", {"benchmark": results} | others, PENDING)
 
 
 def test_the_record_is_the_results_not_a_fingerprint_alone():
-    assert on_record("dev", None) == NEVER_FP
-    assert on_record("dev", {"device": "dev", "status": "pending", "rows": []}) == NEVER_FP
-    assert on_record("dev", measured(H100)) == fp(H100)
+    assert on(None) == NEVER_FP
+    assert on({"device": "dev", "status": "pending", "rows": []}) == NEVER_FP
+    mine = measured(H100)
+    assert on(mine, sweep=mine, knobs=mine) == fp(H100)
+
+
+def test_each_stage_keeps_the_key_its_own_record_was_measured_by():
+    newer = {stage: {"code": "c1", "params": "p0"} for stage in KEYS}
+    sweep = measured(H100, newer)  # re-measured by newer code than the benchmark
+    got = on(measured(H100), sweep=sweep, knobs=None)
+    assert got["measures"] == {
+        "benchmark": KEYS["benchmark"],
+        "sweep": newer["sweep"],
+        "knobs": "unrecorded",
+    }
+    # A record from before keys were recorded: each stage's key is "unrecorded", never today's.
+    old = {
+        "device": "dev",
+        "status": "measured",
+        "hardware": H100,
+        "run": {"versions": {"torch": "2.8"}},
+    }
+    assert on(old)["measures"] == dict.fromkeys(KEYS, "unrecorded")
+    assert on(old)["torch"] == "2.8"
 
 
 def test_probe_records_the_device_when_it_is_here_and_nothing_is_recorded():
@@ -35,7 +65,7 @@ def test_probe_records_the_device_when_it_is_here_and_nothing_is_recorded():
 
 
 def test_probe_refreshes_the_same_hardware_and_keeps_other_hardware():
-    newer = fingerprint("dev", LAPTOP, "2.10.0")
+    newer = fingerprint("dev", LAPTOP, "2.10.0", KEYS)
     assert probe_decision("dev", fp(LAPTOP), LAPTOP, newer)[0] == newer
     kept, message = probe_decision("dev", fp(OTHER), LAPTOP, fp(LAPTOP))
     assert kept == fp(OTHER)
@@ -53,9 +83,8 @@ def test_probe_writes_the_record_for_a_device_that_is_not_here():
 def test_a_failed_run_leaves_no_claim_once_the_probe_runs_again():
     # A run probed an H100 here, then failed: the fingerprint file says H100, results.json is
     # still pending. Without the H100, the probe writes what is on record: never measured.
-    record = on_record("dev", {"device": "dev", "status": "pending", "rows": []})
+    record = on({"device": "dev", "status": "pending", "rows": []})
     assert probe_decision("dev", record, None, None)[0] == NEVER_FP
-    assert measure_or_pend("dev", NEVER_FP, None) == "pending"
 
 
 def test_replace_takes_over_only_from_a_machine_that_has_the_device():
@@ -68,20 +97,50 @@ def test_replace_takes_over_only_from_a_machine_that_has_the_device():
         probe_decision("dev", fp(OTHER), None, None, replace=True)
 
 
-def test_benchmark_measures_only_the_recorded_hardware_and_pends_the_unmeasured():
-    assert measure_or_pend("dev", NEVER_FP, None) == "pending"
-    assert measure_or_pend("dev", NEVER_FP, LAPTOP) == "pending"
-    assert measure_or_pend("dev", fp(LAPTOP), LAPTOP) == "measure"
+@pytest.fixture
+def device_here(tmp_path, monkeypatch):
+    """A workspace with device `dev`'s fingerprint file; `here(hw)` plays what this machine has."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(records, "live_hardware", lambda cache: {})
+
+    def here(hw, recorded):
+        monkeypatch.setattr(records, "locate", lambda dev, hardware: ({"x": 1}, hw))
+        write_json_atomic(fingerprint_path("dev"), recorded)
+
+    return here
+
+
+def test_benchmark_measures_only_the_recorded_hardware_and_pends_the_unmeasured(device_here):
+    for hw in (None, LAPTOP):
+        device_here(hw, NEVER_FP)
+        assert decide("dev", None, "benchmark", results_path("dev")).action == "pending"
+    device_here(LAPTOP, fp(LAPTOP))
+    assert decide("dev", None, "benchmark", results_path("dev")).action == "measure"
 
 
 @pytest.mark.parametrize("here", [None, OTHER])
-def test_benchmark_refuses_a_stale_device_measured_elsewhere(here):
-    with pytest.raises(RecordError) as err:
-        measure_or_pend("h100", fp(H100), here)
-    message = str(err.value)
-    assert "h100" in message and "NVIDIA H100 80GB HBM3" in message
-    assert "dvc repro -s aggregate plot report" in message
-    assert "experiments/x4-roofline/devices/h100/dvc.yaml" in message
+def test_a_device_measured_elsewhere_keeps_its_record_whatever_changed_here(device_here, here):
+    # Its stage runs only when its lock and fingerprint disagree (a lock from before keys, a
+    # lost lock): it keeps the record as it is, and DVC locks the record's own keys.
+    device_here(here, fp(H100))
+    write_json_atomic(results_path("dev"), measured(H100))
+    decision = decide("dev", None, "benchmark", results_path("dev"))
+    assert decision.action == "keep"
+    assert "keeping its benchmark record, measured on NVIDIA H100 80GB HBM3" in decision.why
+
+
+def test_a_record_missing_here_is_named_for_where_its_data_is(device_here, monkeypatch):
+    device_here(None, fp(H100))
+    for where, said in [
+        ("cache", "is in DVC's cache, not in this workspace: run `uv run dvc checkout"),
+        ("remote", "is not in this workspace: run `uv run dvc pull` first"),
+        ("nowhere", "it is lost"),
+    ]:
+        monkeypatch.setattr(records, "data_location", lambda md5, where=where: where)
+        with pytest.raises(RecordError, match=said) as err:
+            decide("dev", None, "benchmark", results_path("dev"))
+        assert "stale" not in str(err.value)
+    assert "`uv run python -m stages.probe dev --lost`" in str(err.value)
 
 
 def test_two_machines_of_one_model_name_are_told_apart_in_the_message():
@@ -104,6 +163,34 @@ def test_a_record_in_a_state_this_code_does_not_know_is_refused_not_overwritten(
     with pytest.raises(
         RecordError, match=r"devices/cpu/results.json: status .*; allowed: measured"
     ):
-        on_record("cpu", results)
-    assert on_record("cpu", None)["status"] == NEVER
-    assert on_record("cpu", {"status": "pending"})["status"] == NEVER
+        on_record("cpu", {"benchmark": results}, PENDING)
+    assert on_record("cpu", {"benchmark": None}, PENDING)["status"] == NEVER
+    assert on_record("cpu", {"benchmark": {"status": "pending"}}, PENDING)["status"] == NEVER
+
+
+def test_a_record_from_a_newer_version_is_refused_by_the_probe_not_read_as_this_ones():
+    from roofline.errors import SchemaError
+
+    newer = measured(H100) | {"schema": 3}
+    for stage in ("benchmark", "sweep", "knobs"):
+        records = {"benchmark": measured(H100)} | {stage: newer}
+        with pytest.raises(SchemaError, match=r"schema version 3, and this code reads up to 2"):
+            on_record("dev", records, PENDING)
+
+
+def test_lost_records_are_written_only_for_what_is_nowhere(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(records, "locked_md5", lambda name, stage, path: f"md5-{stage}")
+    monkeypatch.setattr(records, "data_location", lambda md5: "nowhere")
+    lost = records.lost_records("dev")
+    assert {p.name for p in lost} == {"results.json", "sweep.json", "knobs.json"}
+    assert all(r["status"] == "lost" and r["rows"] == [] for r in lost.values())
+    # Somewhere after all: refused, naming where.
+    monkeypatch.setattr(records, "data_location", lambda md5: "remote")
+    with pytest.raises(RecordError, match="run `uv run dvc pull` first"):
+        records.lost_records("dev")
+    # A lost record is a state on record: never measured for the probe, kept by the stages.
+    assert on({"device": "dev", "status": "lost", "rows": []})["status"] == "lost"
+    assert probe_decision("dev", records.lost_fingerprint("dev"), LAPTOP, fp(LAPTOP))[0] == fp(
+        LAPTOP
+    )

@@ -3,6 +3,7 @@ plot, on recorded results with known answers."""
 
 import dataclasses
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -60,17 +61,25 @@ def good_point():
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        ({"status": "great"}, "status 'great'"),
-        ({"check_error": -1.0}, "check_error=-1.0"),
-        ({"power_w": float("nan")}, "power_w=nan"),
-        ({"samples_s": [1.0, -2.0]}, "samples_s=[1.0, -2.0]; allowed: finite seconds > 0"),
+        ({"status": "great"}, "field status: 'great'; allowed: measured, pending"),
+        ({"check_error": -1.0}, "field check_error: -1.0"),
+        ({"power_w": float("nan")}, "field power_w: nan; allowed: float or null"),
+        ({"power_w": "300"}, "field power_w: '300'; allowed: float or null"),
+        ({"samples_s": [1.0, -2.0]}, "field samples_s: [1.0, -2.0]; allowed: seconds > 0"),
+        ({"samples_s": [1.0, "2"]}, "field samples_s: [1.0, '2']"),
         ({"samples_s": []}, "measured without samples_s"),
+        ({"m": "64"}, "field m: '64'; allowed: a whole number >= 1"),
+        ({"m": 64.0}, "field m: 64.0; allowed: a whole number >= 1"),
+        ({"m": 0}, "field m: 0; allowed: a whole number >= 1"),
+        ({"n": True}, "field n: True; allowed: a whole number >= 1"),
+        ({"dtype": "float99"}, "field dtype: 'float99'; allowed: float32, "),
+        ({"backend": 3}, "field backend: 3; allowed: str"),
         ({"speed": 3}, "unknown fields ['speed']"),
         ({"mfu": 0.5}, "unknown fields ['mfu']"),  # interpretation is never recorded
         ({"status": "pending"}, "a pending row carries numbers"),
     ],
 )
-def test_a_corrupt_row_names_the_file_and_row(edit, message):
+def test_a_corrupt_row_names_the_file_row_and_field(edit, message):
     with pytest.raises(SchemaError) as err:
         measurement_from_dict(good_point() | edit, "results.json, row 3")
     assert "results.json, row 3" in str(err.value) and message in str(err.value)
@@ -199,10 +208,34 @@ def test_a_price_or_peak_changes_the_interpretation_not_the_measurement(tmp_path
     assert "2.50 GHz (set in conf)" in table.peak_source.iloc[0]
 
 
+def test_a_record_is_checked_whole_and_a_newer_one_is_refused_with_the_way_out(tmp_path):
+    records, _ = recorded(tmp_path)  # what load_record made of cpu.json, rows parsed
+    good = json.loads((tmp_path / "cpu.json").read_text())
+    path = tmp_path / "results.json"  # the name tells it which record it is
+    cases = [
+        ({"schema": 3}, "schema version 3, and this code reads up to 2: it was written by a newer"),
+        ({"schema": 3, "rows": [{"future_field": 1}]}, "schema version 3"),
+        ({"status": "measured-v2"}, "field status: 'measured-v2'; allowed: measured, pending"),
+        ({"run": None}, "field run: None"),
+        ({"run": good["run"] | {"wall_s": "long"}}, "field run.wall_s: 'long'"),
+        ({"memory": good["memory"] | {"gbps": None}}, "field memory.gbps: None"),
+        ({"device": "h100"}, "not a record of device 'cpu'"),
+    ]
+    for edit, message in cases:
+        path.write_text(json.dumps(good | edit))
+        with pytest.raises(SchemaError, match=re.escape(message)) as err:
+            load_record("cpu", path)
+        assert str(path) in str(err.value)
+        if "schema version" in message:
+            assert "Update this checkout (`git pull`)" in str(err.value)
+    path.write_text(json.dumps(good | {"schema": 2}))
+    assert load_record("cpu", path)["rows"] == records["cpu"]["rows"]
+
+
 def test_aggregate_refuses_a_results_file_for_another_device(tmp_path):
     path = tmp_path / "x.json"
     path.write_text(json.dumps({"device": "a100", "rows": []}))
-    with pytest.raises(SchemaError, match="not a results record for device 'h100'"):
+    with pytest.raises(SchemaError, match="not a record of device 'h100'"):
         load_record("h100", path)
     with pytest.raises(SchemaError, match="dvc pull"):
         load_record("h100", tmp_path / "missing.json")
