@@ -1,13 +1,22 @@
 """The one timing abstraction, with a stand-in device: calls queued back to back between their
 own events, one synchronise at the end; warm-up by count and by time; the telemetry window
-around the timed calls only."""
+around the timed calls only; the window filled, or said to be cut short, and how much of the
+host it had."""
 
 import contextlib
 
 import pytest
 
 from roofline import kinds
-from roofline.timing import EventTimer, HostTimer, sample
+from roofline.timing import (
+    MAX_CALLS,
+    EventTimer,
+    HostReading,
+    HostTimer,
+    host_window,
+    read_host,
+    sample,
+)
 
 
 class FakeDevice:
@@ -73,15 +82,15 @@ class CountingTimer:
 
 def test_warm_up_then_every_timed_call_is_kept():
     seen = []
-    samples, _ = sample(seen.append, CountingTimer(), warmup=2, repeats=3)
+    samples = sample(seen.append, CountingTimer(), warmup=2, repeats=3).samples
     assert seen == [0, 1, 2, 3, 4]  # warm-up calls first, then the timed ones; indices rotate
     assert samples == [3.0, 4.0, 5.0]  # warm-up times are dropped
 
 
 def test_a_sustained_window_is_filled_from_the_fastest_warm_up_call():
     # Warm-ups take 1 s and 2 s; a 10 s window at 1 s per call needs 10 calls.
-    assert len(sample(lambda i: None, CountingTimer(), 2, 3, min_seconds=10.0)[0]) == 10
-    assert len(sample(lambda i: None, CountingTimer(), 2, 30, min_seconds=10.0)[0]) == 30
+    assert len(sample(lambda i: None, CountingTimer(), 2, 3, min_seconds=10.0).samples) == 10
+    assert len(sample(lambda i: None, CountingTimer(), 2, 30, min_seconds=10.0).samples) == 30
 
 
 def test_warm_up_goes_on_until_its_seconds_have_run():
@@ -100,7 +109,7 @@ def test_the_telemetry_window_holds_the_timed_calls_only():
         yield "watch"
         seen_inside.extend(timer.calls[start:])
 
-    _, watch = sample(lambda i: None, timer, warmup=2, repeats=3, window=window)
+    watch = sample(lambda i: None, timer, warmup=2, repeats=3, window=window).watch
     assert watch == "watch" and seen_inside == [2, 3, 4]
 
 
@@ -114,5 +123,60 @@ def test_each_kind_gets_its_timer(played):
 
 def test_a_window_by_time_is_honoured_without_a_warm_up():
     timer = CountingTimer()
-    samples, _ = sample(lambda i: None, timer, warmup=0, repeats=2, min_seconds=10.0)
-    assert len(samples) >= 10 / 1  # its one untimed call took 1 s: ten more fill the window
+    samples = sample(lambda i: None, timer, warmup=0, repeats=2, min_seconds=10.0).samples
+    assert sum(samples) >= 10.0  # its one untimed call gave the pace; the window is filled
+
+
+class FixedTimer:
+    """A Timer whose first call takes `cold` seconds and every other `warm` seconds."""
+
+    name = "fixed"
+
+    def __init__(self, cold: float, warm: float):
+        self.cold, self.warm, self.calls = cold, warm, 0
+
+    def times(self, work, first, count):
+        out = [self.cold if self.calls + i == 0 else self.warm for i in range(count)]
+        self.calls += count
+        return out
+
+
+@pytest.mark.parametrize("warmup", [0, 1, 3])
+def test_warm_up_seconds_are_honoured_whatever_the_warm_up_count(warmup):
+    timer = FixedTimer(0.01, 0.01)
+    sample(lambda i: None, timer, warmup=warmup, repeats=1, warmup_seconds=0.5)
+    assert timer.calls >= 50 + 1  # 0.5 s of 10 ms warm-up calls, then the timed one
+
+
+def test_a_window_estimated_from_a_cold_first_call_is_filled_at_its_own_pace():
+    # warmup=1: the one warm-up call is cold (1 s), the rest take 1 ms. The count from the
+    # warm-up asks for 1 call; the window tops itself up to the 0.5 s asked.
+    timed = sample(lambda i: None, FixedTimer(1.0, 0.001), 1, 1, min_seconds=0.5)
+    assert sum(timed.samples) >= 0.5 and timed.window.cut == ""
+
+
+def test_a_window_cut_by_the_call_cap_is_recorded_and_said():
+    timed = sample(lambda i: None, FixedTimer(4e-6, 4e-6), 1, 1, min_seconds=0.5)
+    assert len(timed.samples) == MAX_CALLS
+    assert timed.window.cut == "0.04 s of the 0.5 s asked: cut by the 10,000-call cap"
+
+
+def test_how_much_of_the_host_a_window_had_is_read_from_the_os(tmp_path):
+    start = HostReading(0.0, 0.0, 3, 1, 10.0, 5.0, 2)
+    end = HostReading(1.0, 1.0, 4, 1, 10.1, 5.0, 2)
+    window = host_window(start, end, threads=2)
+    assert window.cpu_share == pytest.approx(0.5)  # 1 s of CPU over 1 s x 2 threads
+    assert window.other_runnable == 2  # the fewer of the two ends: one left before the end
+    assert window.steal == pytest.approx(0.05) and window.idle == 0.0
+    assert host_window(start, end, threads=None).cpu_share is None  # a GPU's: not asked
+    # No /proc (macOS, Windows), or gVisor's, all zeros: nothing is guessed.
+    for proc in (tmp_path / "none", tmp_path / "gvisor"):
+        if proc.name == "gvisor":
+            proc.mkdir()
+            (proc / "stat").write_text(
+                "cpu  0 0 0 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0\nprocs_running 0\n"
+            )
+        reading = read_host(proc)
+        assert (reading.runnable, reading.steal_s, reading.idle_s, reading.cores) == (None,) * 4
+        window = host_window(reading, read_host(proc), threads=2)
+        assert window.other_runnable is window.steal is window.idle is None
