@@ -31,6 +31,7 @@ NO_AMBIENT_CREDENTIALS = {
     "AWS_PROFILE": None,
     "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
     "AWS_CONFIG_FILE": "/nonexistent",
+    "AWS_MAX_ATTEMPTS": "1",  # a refused connection is said at once, not after retries
     "AWS_EC2_METADATA_DISABLED": "true",
 }
 
