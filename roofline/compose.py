@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> None:
     for path in stale:  # only the generated file: the device's results and lock stay
         (root / path).unlink()
         print(f"removed {path}: conf/ no longer makes it")
-    cfg = load_params(root / PARAMS_FILE)
+    cfg, params = load_params(root / PARAMS_FILE), read_params(root / PARAMS_FILE)
     for name in names:
         # A new device starts as never measured, recorded as a machine without it records it,
         # so that `dvc repro --dry` can plan its stages (DVC's dry run fails on a missing
@@ -101,8 +101,7 @@ def main(argv: list[str] | None = None) -> None:
         if results_path(name).exists() or lock_records_results(name):
             continue
         dev = cfg.devices[name]
-        pending = pending_keys(read_params(root / PARAMS_FILE), name)
-        write_json_atomic(fingerprint_path(name), never_measured(name, pending))
+        write_json_atomic(fingerprint_path(name), never_measured(name, pending_keys(params, name)))
         write_json_atomic(results_path(name), pending_record(name, dev))
         write_json_atomic(sweep_path(name), sweep_record(name, cfg.sweep.name, "pending"))
         write_json_atomic(knobs_path(name), knobs_record(name, cfg.knobs.name, "pending"))

@@ -7,7 +7,10 @@ nothing on record, and blocks no other machine.
 
 probe:     device here and (nothing on record, or the same hardware) -> write its fingerprint;
            here but other hardware on record -> keep the record; not here -> the record's
-           fingerprint (or "never measured"), which also undoes what a failed run probed.
+           fingerprint (or "never measured"), which also undoes what a failed run probed;
+           results its dvc.lock names but this workspace lacks -> where they are is said
+           (cache, remote), and where they are nowhere ("lost") a machine with the device
+           measures it afresh, one without it refuses until `probe --lost` records them so.
 measuring stages (benchmark, sweep, knobs): fingerprint "never measured" -> pending records;
            fingerprint is this machine's device -> measure; anything else -> keep the record
            as it is (it is the record's own keys that DVC then locks: never a claim that the
@@ -35,7 +38,8 @@ from roofline.schema import SCHEMA_VERSION, check_version, empty, read_json
 NEVER = "never measured"
 # The states a record can be on record in; "lost": its data was in neither the workspace, DVC's
 # cache nor the remote, and a machine without the device recorded it so (`probe --lost`).
-KNOWN = ("measured", "pending", "lost")
+LOST = "lost"
+KNOWN = ("measured", "pending", LOST)
 RECORDS = {"benchmark": results_path, "sweep": sweep_path, "knobs": knobs_path}
 
 
@@ -130,7 +134,7 @@ def never_measured(name: str, measures: dict[str, Any], status: str = NEVER) -> 
 
 
 def lost_fingerprint(name: str) -> dict:
-    return never_measured(name, dict.fromkeys(STAGE_PARAMS, "lost"), "lost")
+    return never_measured(name, dict.fromkeys(STAGE_PARAMS, LOST), LOST)
 
 
 def points(dev: Any) -> list[tuple[str, list[int], str]]:
@@ -185,7 +189,7 @@ def on_record(name: str, records: dict[str, Any], pending: dict[str, Any]) -> di
             "version of this lab, or be damaged; nothing was measured or overwritten. Update "
             f"this checkout (`git pull`), or restore it (`uv run dvc checkout --force {path}`)"
         )
-    if status == "lost":
+    if status == LOST:
         return lost_fingerprint(name)
     if status != "measured":
         return never_measured(name, pending)
@@ -212,7 +216,7 @@ def probe_decision(
     machine (None when absent); `fresh` the fingerprint this machine would write; `replace`
     takes the device over from other hardware; `claimed` the fingerprint file as it is (a
     `--replace`, or a run here that failed, left this machine's claim in it)."""
-    never = record["status"] in (NEVER, "lost")  # nothing on record to keep for the hardware
+    never = record["status"] in (NEVER, LOST)  # nothing on record to keep for the hardware
     if replace:
         if here is None:
             raise RecordError(f"{name}: cannot replace its hardware from a machine without it")
@@ -229,7 +233,7 @@ def probe_decision(
             f"{describe(here)}"
         )
     if here is None:
-        if record["status"] == "lost":
+        if record["status"] == LOST:
             return record, f"{name}: not on this machine; recorded as lost"
         if never:
             return record, f"{name}: not on this machine, never measured: pending"
@@ -309,7 +313,7 @@ def decide(name: str, dev: Any, stage: str, output: Path) -> Decision:
     recorded = read_json(fingerprint_path(name))
     if recorded["status"] == NEVER:  # pending, whatever is here: no need to look
         return Decision("pending", None, None, recorded)
-    if recorded["status"] == "lost":  # the lost records stand until a machine with it measures
+    if recorded["status"] == LOST:  # the lost records stand until a machine with it measures
         return Decision("keep", None, None, recorded, f"{name}: recorded as lost; kept so")
     found, here = locate(dev, live_hardware(BOOT_CACHE))
     if here is None or recorded["hardware"] != here:
@@ -336,7 +340,7 @@ def lost_records(name: str) -> dict[Path, dict[str, Any]]:
             continue
         if (found := data_location(md5)) != "nowhere":
             raise missing(name, path, found)
-        out[path] = record(name, "lost", rows=[], lost={"md5": md5, "stage": stage})
+        out[path] = record(name, LOST, rows=[], lost={"md5": md5, "stage": stage})
     if not out:
         raise RecordError(f"{name}: nothing of it is lost: every record dvc.lock names is here")
     return out
