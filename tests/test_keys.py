@@ -1,0 +1,59 @@
+"""What a measurement was measured by: a key per measuring stage, of the code it runs and the
+params it reads, and nothing else (no interpretation, no price)."""
+
+import shutil
+from pathlib import Path
+
+from roofline.keys import UNRECORDED, code_key, older, outdated, pending_keys, stage_key
+from roofline.params import read_params
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def copy_of_code(tmp_path: Path) -> Path:
+    for part in ("roofline", "stages"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+def test_a_stages_code_key_changes_with_the_code_it_runs_only(tmp_path):
+    root = copy_of_code(tmp_path)
+    before = {stage: code_key(stage, root) for stage in ("benchmark", "sweep", "knobs")}
+    rows = root / "roofline/rows.py"  # interpretation: no measuring stage runs it
+    rows.write_text(rows.read_text() + "\n# reworded\n")
+    assert {stage: code_key(stage, root) for stage in before} == before
+    sweep = root / "roofline/sweep.py"  # the sweep's alone
+    sweep.write_text(sweep.read_text() + "\n# changed\n")
+    after = {stage: code_key(stage, root) for stage in before}
+    assert after["sweep"] != before["sweep"]
+    assert (after["benchmark"], after["knobs"]) == (before["benchmark"], before["knobs"])
+
+
+def test_a_stages_params_key_changes_with_what_it_reads_not_with_a_price():
+    params = read_params(ROOT / "params.yaml")
+    key = stage_key(params, "h100", "benchmark", ROOT)
+    priced = params | {"devices": params["devices"] | {"h100": dict(params["devices"]["h100"])}}
+    priced["devices"]["h100"]["skus"] = {"sxm": {"cost_per_hour": 99.0}}
+    assert stage_key(priced, "h100", "benchmark", ROOT) == key
+    more = params | {"bench": dict(params["bench"], repeats=params["bench"]["repeats"] + 1)}
+    changed = stage_key(more, "h100", "benchmark", ROOT)
+    assert changed["params"] != key["params"] and changed["code"] == key["code"]
+    assert (
+        stage_key(more, "h100", "knobs", ROOT)["params"]
+        != stage_key(params, "h100", "knobs", ROOT)["params"]
+    )
+    # A never-measured device's pending rows change with its points only.
+    assert pending_keys(more, "h100") == pending_keys(params, "h100")
+
+
+def test_a_record_says_what_of_todays_code_and_params_differs_from_what_measured_it():
+    now = {"code": "c1", "params": "p1"}
+    record = {"status": "measured", "fingerprint": {"measures": {"benchmark": now}}}
+    assert older(record, "benchmark", now) == []
+    assert older(record, "benchmark", {"code": "c2", "params": "p1"}) == ["code"]
+    assert older({"status": "measured"}, "benchmark", now) == ["code", "params"]  # UNRECORDED
+    assert UNRECORDED == "unrecorded"
+    params = read_params(ROOT / "params.yaml")
+    pending = {"status": "pending"}
+    assert outdated({"benchmark": pending, "sweep": None}, params, "cpu") == {}
+    assert outdated({"benchmark": record}, params, "cpu") == {"benchmark": ["code", "params"]}
