@@ -274,13 +274,18 @@ def in_cache(md5: str) -> bool:
     return Repo(".").cache.local.exists(md5)
 
 
+def measured_under_this(name: str, stage: str, recorded: dict) -> bool:
+    """Whether dvc.lock says the stage's output was measured under this very fingerprint."""
+    locked = lock_stage(name, stage).get("params", {}).get(str(fingerprint_path(name)))
+    return locked == fingerprint_values(recorded, stage)
+
+
 def only_the_cache_changed(name: str, stage: str, output: Path, recorded: dict) -> bool:
     """Whether the output is the one dvc.lock records, measured under this very fingerprint,
     and DVC's cache lacks it (a deleted cache): re-measuring it would gain nothing."""
-    locked = lock_stage(name, stage).get("params", {}).get(str(fingerprint_path(name)), {})
     md5 = locked_md5(name, stage, output)
     return bool(
-        locked == fingerprint_values(recorded, stage)
+        measured_under_this(name, stage, recorded)
         and md5
         and output.exists()
         and md5_of(output) == md5
@@ -318,6 +323,13 @@ def decide(name: str, dev: Any, stage: str, output: Path) -> Decision:
     found, here = locate(dev, live_hardware(BOOT_CACHE))
     if here is None or recorded["hardware"] != here:
         return Decision("keep", found, here, recorded, kept(name, stage, output, recorded, here))
+    if differs_from_lock(name, stage, output) and measured_under_this(name, stage, recorded):
+        raise RecordError(
+            f"{name}: {output} is not the file dvc.lock records (it was edited or corrupted "
+            "here), though nothing it was measured under changed; nothing was measured or "
+            f"overwritten. Restore it: `uv run dvc checkout --force {output}` (then `uv run dvc "
+            f"repro --force {device_dir(name)}/dvc.yaml` measures it again)"
+        )
     if only_the_cache_changed(name, stage, output, recorded):
         why = (
             f"{name}: {output} is the one dvc.lock records, measured under this fingerprint; "

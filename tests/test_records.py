@@ -194,3 +194,26 @@ def test_lost_records_are_written_only_for_what_is_nowhere(tmp_path, monkeypatch
     assert probe_decision("dev", records.lost_fingerprint("dev"), LAPTOP, fp(LAPTOP))[0] == fp(
         LAPTOP
     )
+
+
+def test_an_edited_record_of_a_device_here_is_refused_not_re_measured(device_here):
+    import yaml
+
+    device_here(LAPTOP, fp(LAPTOP))
+    write_json_atomic(results_path("dev"), measured(LAPTOP) | {"edited": True})
+    params = records.fingerprint_values(fp(LAPTOP), "benchmark")
+    lock = {
+        "stages": {
+            "benchmark": {
+                "params": {str(fingerprint_path("dev")): params},
+                "outs": [{"path": str(results_path("dev")), "md5": "0" * 32}],
+            }
+        }
+    }
+    (fingerprint_path("dev").parent / "dvc.lock").write_text(yaml.safe_dump(lock))
+    with pytest.raises(RecordError, match=r"is not the file dvc\.lock records") as err:
+        decide("dev", None, "benchmark", results_path("dev"))
+    assert "nothing was measured or overwritten" in str(err.value)
+    # Measured under another fingerprint (new code here): the stage measures, as it should.
+    device_here(LAPTOP, fp(LAPTOP, {s: {"code": "c9", "params": "p0"} for s in KEYS}))
+    assert decide("dev", None, "benchmark", results_path("dev")).action == "measure"
