@@ -8,13 +8,17 @@ measured by older code or params as such."""
 
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
-from roofline.code import code_deps
 from roofline.params import MEASURING_KEYS, STAGE_PARAMS
 
 UNRECORDED = "unrecorded"  # a record from before keys were recorded
+# The code keys as last computed, with the size and mtime of every file of ours they came from:
+# a probe runs on every `dvc repro`, and parsing the code each time would cost it more than
+# the rest of its work.
+CODE_CACHE = Path(".dvc/tmp/code-keys.json")
 
 
 def fingerprint_params(stage: str) -> list[str]:
@@ -47,14 +51,37 @@ def digest(data: bytes) -> str:
 
 def code_key(stage: str, root: Path = Path(".")) -> str:
     """The hash of every file of ours that the stage runs, by path and content."""
+    from roofline.code import code_deps  # parses the code: only where the cache is stale
+
     files = code_deps(f"stages.{stage}", root)
     return digest(b"".join(f.encode() + b"\0" + (root / f).read_bytes() for f in files))
+
+
+def code_keys(root: Path = Path(".")) -> dict[str, str]:
+    """Each measuring stage's code key, kept in CODE_CACHE while no file of ours changes."""
+    from roofline.code import OUR_PACKAGES
+
+    files = sorted(p for part in OUR_PACKAGES for p in (root / part).rglob("*.py"))
+    signature = [[str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    cache = root / CODE_CACHE
+    try:
+        kept = json.loads(cache.read_text())
+        if kept["signature"] == signature:
+            return kept["keys"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass  # none yet, or unreadable: computed afresh
+    keys = {stage: code_key(stage, root) for stage in STAGE_PARAMS}
+    if cache.parent.is_dir():  # in a DVC repository; elsewhere nothing is kept
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"signature": signature, "keys": keys}))
+        os.replace(tmp, cache)  # two probes at once: either one's whole file
+    return keys
 
 
 def stage_key(params: dict[str, Any], name: str, stage: str, root: Path = Path(".")) -> dict:
     """{code, params}: what a measurement of this stage of the device, made now, depends on."""
     text = json.dumps(stage_params(params, name, stage), sort_keys=True, default=str)
-    return {"code": code_key(stage, root), "params": digest(text.encode())}
+    return {"code": code_keys(root)[stage], "params": digest(text.encode())}
 
 
 def measuring_keys(params: dict[str, Any], name: str, root: Path = Path(".")) -> dict[str, Any]:
