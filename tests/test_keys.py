@@ -57,3 +57,17 @@ def test_a_record_says_what_of_todays_code_and_params_differs_from_what_measured
     pending = {"status": "pending"}
     assert outdated({"benchmark": pending, "sweep": None}, params, "cpu") == {}
     assert outdated({"benchmark": record}, params, "cpu") == {"benchmark": ["code", "params"]}
+
+
+def test_code_keys_are_kept_until_a_file_of_ours_changes(tmp_path, monkeypatch):
+    import roofline.keys as keys
+
+    root = copy_of_code(tmp_path)
+    (root / ".dvc/tmp").mkdir(parents=True)
+    first = keys.code_keys(root)
+    assert (root / keys.CODE_CACHE).exists()
+    monkeypatch.setattr(keys, "code_key", lambda stage, root: "parsed again")
+    assert keys.code_keys(root) == first  # nothing changed: read, not parsed
+    knobs = root / "roofline/knobs.py"
+    knobs.write_text(knobs.read_text() + "\n# changed\n")
+    assert keys.code_keys(root) == dict.fromkeys(first, "parsed again")
