@@ -26,9 +26,15 @@ LAB = "x4-roofline: dense matmul, FP16 8192^3 on GPUs (FP32 through the BLAS on 
 MEASURED_RECORD = {
     "results": {"hardware": dict, "run": dict, "memory": dict},
     "sweep": {"sweep": str, "run": dict},
-    "knobs": {"knobs": str},
+    "knobs": {"knobs": str, "run": dict},
 }
-RUN = {"started_at": str, "wall_s": float, "versions": dict}
+RUN = {
+    "started_at": str,
+    "wall_s": float,
+    "versions": dict,
+    "git_revision": str | None,
+    "threads": int | None,
+}
 MEMORY = ("bytes_moved", "median_s", "min_s", "max_s", "spread", "gbps")
 
 
@@ -47,7 +53,7 @@ def check_record(record: Any, path: Path, name: str) -> None:
     if record["status"] != "measured" or kind not in MEASURED_RECORD:
         return
     wanted = dict(MEASURED_RECORD[kind])
-    if kind == "sweep" and record.get("sweep") == "none":
+    if kind in ("sweep", "knobs") and record.get(kind) == "none":  # nothing ran: no run
         wanted.pop("run")
     for field, kind_of in wanted.items():
         if not fits(kind_of, record.get(field)):
@@ -162,10 +168,10 @@ def device_entry(
         "hardware": record["hardware"],
         "details": record.get("found", {}),
         "measured_at": run["started_at"],
-        "git_revision": run["git_revision"],
+        "git_revision": run.get("git_revision"),
         "versions": run["versions"],
         "environment": run.get("environment", {}),
-        "threads": run["threads"],
+        "threads": run.get("threads"),
         "wall_s": run["wall_s"],
         "run_cost_usd": None
         if dev["cost_per_hour"] is None
@@ -188,7 +194,7 @@ def device_entry(
             "name": sweep["sweep"],
             "measured_at": sweep["run"]["started_at"],
             "wall_s": sweep["run"]["wall_s"],
-            "git_revision": sweep["run"]["git_revision"],
+            "git_revision": sweep["run"].get("git_revision"),
         }
     return entry
 
@@ -207,6 +213,12 @@ def knob_metrics(table: pd.DataFrame) -> dict[str, dict[str, float]]:
         device: {r.knob: r.gain for r in group.itertuples()}
         for device, group in measured.groupby("device", sort=False)
     }
+
+
+def measured_when(record: dict[str, Any] | None) -> dict[str, Any]:
+    """The revision and time a record's run measured at (nothing where it has no run)."""
+    run = (record or {}).get("run") or {}
+    return {"git_revision": run.get("git_revision"), "measured_at": run.get("started_at")}
 
 
 class Deliverables(NamedTuple):
@@ -235,9 +247,13 @@ def aggregate(
         name: device_entry(sheets[name], records[name], sweeps[name], table[table.device == name])
         for name in records
     }
+    by_stage = {"benchmark": records, "sweep": sweeps, "knobs": knobs or {}}
     for name, stages in (older or {}).items():
         if stages and records[name]["status"] == "measured":
-            devices[name]["measured_by_older"] = stages
+            devices[name]["measured_by_older"] = {
+                stage: {"older": parts} | measured_when(by_stage[stage].get(name))
+                for stage, parts in stages.items()
+            }
     for name, record in (knobs or {}).items():
         if record["status"] == "measured" and record["knobs"] != "none":
             devices[name]["knobs"] = {

@@ -54,7 +54,14 @@ def code_key(stage: str, root: Path = Path(".")) -> str:
     from roofline.code import code_deps  # parses the code: only where the cache is stale
 
     files = code_deps(f"stages.{stage}", root)
-    return digest(b"".join(f.encode() + b"\0" + (root / f).read_bytes() for f in files))
+    # The same on every system: paths with "/", lines ending in "\n" (a Windows checkout's
+    # CRLF files are the same code).
+    return digest(
+        b"".join(
+            Path(f).as_posix().encode() + b"\0" + (root / f).read_bytes().replace(b"\r\n", b"\n")
+            for f in files
+        )
+    )
 
 
 def code_keys(root: Path = Path(".")) -> dict[str, str]:
@@ -92,13 +99,18 @@ def pending_keys(params: dict[str, Any], name: str) -> dict[str, Any]:
     """A never-measured device's keys: its pending rows change with its points only."""
     dev = params["devices"][name]
     points = json.dumps([dev.get(key) for key in ("dtypes", "shapes", "backends")], default=str)
-    return dict.fromkeys(STAGE_PARAMS, "never measured") | {"benchmark": digest(points.encode())}
+    named = {stage: str((params.get(stage) or {}).get("name")) for stage in ("sweep", "knobs")}
+    return {"benchmark": digest(points.encode())} | {
+        s: digest(n.encode()) for s, n in named.items()
+    }
 
 
 def recorded_key(record: Any, stage: str) -> Any:
     """The key a stage's record was measured by (UNRECORDED for one from before keys)."""
     if not isinstance(record, dict):
         return UNRECORDED
+    if record.get("status") == "lost":  # `probe --lost` wrote it: its stage keeps it so
+        return "lost"
     return (record.get("fingerprint") or {}).get("measures", {}).get(stage, UNRECORDED)
 
 

@@ -23,3 +23,7 @@ def sweep_path(name: str) -> Path:
 
 def knobs_path(name: str) -> Path:
     return device_dir(name) / "knobs.json"
+
+
+# A device's measuring stages, each with the record it writes, in the order they run.
+RECORDS = {"benchmark": results_path, "sweep": sweep_path, "knobs": knobs_path}

@@ -16,14 +16,7 @@ import yaml
 from roofline.code import code_deps
 from roofline.keys import fingerprint_params
 from roofline.params import PROBE_KEYS
-from roofline.paths import (
-    EXPERIMENT,
-    device_dir,
-    fingerprint_path,
-    knobs_path,
-    results_path,
-    sweep_path,
-)
+from roofline.paths import EXPERIMENT, RECORDS, device_dir, fingerprint_path
 
 GENERATED = (
     "# Generated from conf/ by `uv run python -m roofline.compose`: edit conf/, not this file.\n"
@@ -71,13 +64,9 @@ def stage(
     return out | rest
 
 
-# A device's measuring stages after its probe, and the output each writes.
-MEASURING_STAGES = {"benchmark": results_path, "sweep": sweep_path, "knobs": knobs_path}
-
-
 def measuring_code(root: Path) -> list[str]:
     """Every file the measuring stages run: what their keys hash (roofline/keys.py)."""
-    return sorted({f for stage in MEASURING_STAGES for f in code_deps(f"stages.{stage}", root)})
+    return sorted({f for stage in RECORDS for f in code_deps(f"stages.{stage}", root)})
 
 
 def device_pipeline(name: str, root: Path) -> dict[str, Any]:
@@ -102,7 +91,7 @@ def device_pipeline(name: str, root: Path) -> dict[str, Any]:
             outs=kept(fingerprint_path(name)),
         )
     }
-    for stage_name, output in MEASURING_STAGES.items():
+    for stage_name, output in RECORDS.items():
         stages[stage_name] = stage(
             f"stages.{stage_name}",
             root,
@@ -135,7 +124,7 @@ def task_file(name: str, dev: dict[str, Any]) -> dict[str, Any]:
 
 def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
     """aggregate -> plot -> report over every device's recorded results."""
-    recorded = [output(name) for name in names for output in MEASURING_STAGES.values()]
+    recorded = [output(name) for name in names for output in RECORDS.values()]
     table, manifest = EXPERIMENT / "results.csv", EXPERIMENT / "manifest.json"
 
     def untracked(*paths: Path) -> list[dict[str, Any]]:

@@ -1,9 +1,9 @@
 """The rules that keep one machine from measuring or overwriting another machine's results.
 
-The record of a device is its results.json: what was measured, on which hardware (the
-fingerprint it was measured under travels inside it). The probe's fingerprint file only tells
-DVC which hardware the next measurement is for, so a run that probed and then failed leaves
-nothing on record, and blocks no other machine.
+The record of a device is its results.json, sweep.json and knobs.json: what was measured, on
+which hardware, by which code and params (the fingerprint each was measured under travels
+inside it). The probe's fingerprint file only tells DVC what the next measurement is for, so a
+run that probed and then failed leaves nothing on record, and blocks no other machine.
 
 probe:     device here and (nothing on record, or the same hardware) -> write its fingerprint;
            here but other hardware on record -> keep the record; not here -> the record's
@@ -32,7 +32,7 @@ from roofline.errors import RecordError
 from roofline.hardware import BOOT_CACHE, describe, describe_apart, live_hardware, locate
 from roofline.keys import fingerprint_values, recorded_key
 from roofline.params import STAGE_PARAMS
-from roofline.paths import device_dir, fingerprint_path, knobs_path, results_path, sweep_path
+from roofline.paths import RECORDS, device_dir, fingerprint_path, results_path
 from roofline.schema import SCHEMA_VERSION, check_version, empty, read_json
 
 NEVER = "never measured"
@@ -40,7 +40,6 @@ NEVER = "never measured"
 # cache nor the remote, and a machine without the device recorded it so (`probe --lost`).
 LOST = "lost"
 KNOWN = ("measured", "pending", LOST)
-RECORDS = {"benchmark": results_path, "sweep": sweep_path, "knobs": knobs_path}
 
 
 def lock_stage(name: str, stage: str) -> dict[str, Any]:
@@ -56,24 +55,33 @@ def lock_records_results(name: str) -> bool:
     return bool(lock_stage(name, "benchmark").get("outs"))
 
 
+def dvc_repo() -> Any:
+    from dvc.repo import Repo  # only for a record missing or uncached: a rare path
+
+    return Repo(".")
+
+
+def in_cache(md5: str, repo: Any = None) -> bool:
+    return (repo or dvc_repo()).cache.local.exists(md5)
+
+
 def data_location(md5: str) -> str:
     """Where a recorded file's data is: "cache", "remote", "nowhere", or why it is not known."""
-    from dvc.repo import Repo  # only for a record missing from the workspace: a rare path
-
-    repo = Repo(".")
-    if repo.cache.local.exists(md5):
+    repo = dvc_repo()
+    if in_cache(md5, repo):
         return "cache"
     try:
-        return (
-            "remote" if repo.cloud.get_remote_odb(None, hash_name="md5").exists(md5) else "nowhere"
-        )
+        remote = repo.cloud.get_remote_odb(None, hash_name="md5")
+        return "remote" if remote.exists(md5) else "nowhere"
     except Exception as err:  # no remote, unreachable, credentials: each is said alike
         return f"not known: the remote could not be asked ({type(err).__name__}: {err})"
 
 
 def record_location(name: str, stage: str, path: Path) -> str:
-    """Where the data is of a stage's output that dvc.lock records (data_location)."""
-    return data_location(locked_md5(name, stage, path) or "")
+    """Where the data is of a stage's output that dvc.lock records (data_location), or
+    "unrecorded" where it records none."""
+    md5 = locked_md5(name, stage, path)
+    return data_location(md5) if md5 else "unrecorded"
 
 
 def missing(name: str, path: Path, where: str, that: str = "") -> RecordError:
@@ -268,12 +276,6 @@ class Decision(NamedTuple):
     why: str = ""
 
 
-def in_cache(md5: str) -> bool:
-    from dvc.repo import Repo  # only where a lock and the file agree: a rare path
-
-    return Repo(".").cache.local.exists(md5)
-
-
 def measured_under_this(name: str, stage: str, recorded: dict) -> bool:
     """Whether dvc.lock says the stage's output was measured under this very fingerprint."""
     locked = lock_stage(name, stage).get("params", {}).get(str(fingerprint_path(name)))
@@ -293,6 +295,13 @@ def only_the_cache_changed(name: str, stage: str, output: Path, recorded: dict) 
     )
 
 
+def edited(name: str, output: Path, why: str, then: str = "") -> RecordError:
+    return RecordError(
+        f"{name}: {output} is not the file dvc.lock records (it was edited or corrupted here); "
+        f"{why}. Restore it: `uv run dvc checkout --force {output}`{then}"
+    )
+
+
 def kept(name: str, stage: str, output: Path, recorded: dict, here: dict | None) -> str:
     """Why a stage of a device measured elsewhere keeps its record; raises RecordError where
     the record on disk is not the one on record."""
@@ -300,11 +309,7 @@ def kept(name: str, stage: str, output: Path, recorded: dict, here: dict | None)
     if not output.exists():
         raise missing(name, output, record_location(name, stage, output), that)
     if differs_from_lock(name, stage, output):
-        raise RecordError(
-            f"{name}: {output} is not the file dvc.lock records (it was edited or corrupted "
-            f"here), and this machine cannot re-measure it: it was measured on "
-            f"{that}. Restore it: `uv run dvc checkout --force {output}`"
-        )
+        raise edited(name, output, f"this machine cannot re-measure it: it was measured on {that}")
     where = (
         f"this machine has {describe_apart(here, recorded['hardware'])[0]}"
         if here
@@ -322,13 +327,18 @@ def decide(name: str, dev: Any, stage: str, output: Path) -> Decision:
         return Decision("keep", None, None, recorded, f"{name}: recorded as lost; kept so")
     found, here = locate(dev, live_hardware(BOOT_CACHE))
     if here is None or recorded["hardware"] != here:
+        if not output.exists() and not locked_md5(name, stage, output):
+            # Measured elsewhere without this stage (its code came later): nothing to keep.
+            return Decision("pending", found, here, recorded)
+        if output.exists() and read_json(output).get("status") == LOST:  # `probe --lost`
+            return Decision("keep", found, here, recorded, f"{name}: its {stage} record is lost")
         return Decision("keep", found, here, recorded, kept(name, stage, output, recorded, here))
     if differs_from_lock(name, stage, output) and measured_under_this(name, stage, recorded):
-        raise RecordError(
-            f"{name}: {output} is not the file dvc.lock records (it was edited or corrupted "
-            "here), though nothing it was measured under changed; nothing was measured or "
-            f"overwritten. Restore it: `uv run dvc checkout --force {output}` (then `uv run dvc "
-            f"repro --force {device_dir(name)}/dvc.yaml` measures it again)"
+        raise edited(
+            name,
+            output,
+            "nothing it was measured under changed, so nothing was measured or overwritten",
+            f" (then `uv run dvc repro --force {device_dir(name)}/dvc.yaml` measures it again)",
         )
     if only_the_cache_changed(name, stage, output, recorded):
         why = (

@@ -476,7 +476,8 @@ def shown(rows: pd.DataFrame, manifest: dict[str, Any]) -> tuple[list[str], list
     """(devices the report shows, devices not measured yet that it only names): a device not
     measured yet gets its line only if its conf shows it pending (the lab's own)."""
     shown, named = [], []
-    for name, entry in manifest["devices"].items():
+    for name in dict.fromkeys([*rows.device, *manifest["devices"]]):  # config order; the lost last
+        entry = manifest["devices"][name]
         visible = entry["status"] == "measured" or entry.get("show_pending", True)
         (shown if visible else named).append(name)
     return shown, named
@@ -698,17 +699,24 @@ def remeasure(name: str, entry: dict[str, Any]) -> str:
 
 def older_sentence(name: str, entry: dict[str, Any]) -> str:
     """A device measured by older measuring code or params than today's: its numbers are that
-    code's, never claimed as today's."""
+    code's, never claimed as today's; each stage with the revision and time that measured it."""
     older = entry.get("measured_by_older")
     if not older:
         return ""
-    what = sorted({part for parts in older.values() for part in parts})
-    revision = entry.get("git_revision") or "unknown"
-    revision = revision[:12] + ("+dirty" if revision.endswith("+dirty") else "")
+    what = sorted({part for stage in older.values() for part in stage["older"]})
+    runs: dict[tuple, list[str]] = {}
+    for stage in ("benchmark", "sweep", "knobs"):
+        if stage in older:
+            revision = older[stage]["git_revision"] or "unknown"
+            short = revision[:12] + ("+dirty" if revision.endswith("+dirty") else "")
+            runs.setdefault((short, older[stage]["measured_at"]), []).append(stage)
+    said = "; ".join(
+        f"{', '.join(stages)} at revision {rev}, {when or 'unknown'}"
+        for (rev, when), stages in runs.items()
+    )
     return (
-        f"⚠ Measured by older measuring {' and '.join(what)} ({', '.join(older)}; revision "
-        f"{revision}, {entry['measured_at']}): these are that "
-        f"code's numbers; to re-measure, {remeasure(name, entry)}."
+        f"⚠ Measured by older measuring {' and '.join(what)} ({said}): these are that code's "
+        f"numbers; to re-measure, {remeasure(name, entry)}."
     )
 
 

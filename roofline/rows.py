@@ -122,7 +122,7 @@ def noise(point: Measurement, fma_tflops: float | None, copy_gbps: float | None)
     spread = middle_spread(point.samples_s)
     if spread is not None and spread > SPREAD_MAX:
         out.append(f"the middle 80% of its calls spread {spread:.0%} of the median")
-    if fma_tflops and copy_gbps:
+    if fma_tflops and copy_gbps and point.series == "lab":  # a sweep's small shapes may be so
         flops = ar.matmul_flops(point.m, point.n, point.k)
         nbytes = ar.matmul_bytes(point.m, point.n, point.k, point.dtype)
         roof = min(fma_tflops, ar.intensity(flops, nbytes) * copy_gbps / 1e3)

@@ -6,14 +6,15 @@ from roofline.aggregate import aggregate, load_record
 from roofline.keys import outdated
 from roofline.lab_schema import load_lab_params
 from roofline.params import read_params
-from roofline.paths import EXPERIMENT, knobs_path, results_path, sweep_path
+from roofline.paths import EXPERIMENT, RECORDS
 from roofline.schema import json_text, knob_from_dict, measurement_from_dict, write_texts_atomic
 from stages import RENDERED, run
 
-RECORDS = {
-    "benchmark": (results_path, measurement_from_dict),
-    "sweep": (sweep_path, measurement_from_dict),
-    "knobs": (knobs_path, knob_from_dict),
+# How each record's rows are read.
+PARSE = {
+    "benchmark": measurement_from_dict,
+    "sweep": measurement_from_dict,
+    "knobs": knob_from_dict,
 }
 
 
@@ -21,7 +22,7 @@ def main() -> None:
     cfg, params = load_lab_params(), read_params()
     records = {
         name: {
-            stage: load_record(name, path(name), parse) for stage, (path, parse) in RECORDS.items()
+            stage: load_record(name, path(name), PARSE[stage]) for stage, path in RECORDS.items()
         }
         for name in cfg.devices
     }

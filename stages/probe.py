@@ -18,12 +18,10 @@ from roofline.errors import ConfigError, RecordError
 from roofline.hardware import BOOT_CACHE, live_hardware, locate, torch_version, unmatched_gpus
 from roofline.keys import measuring_keys, pending_keys
 from roofline.params import probe_devices, read_params
-from roofline.paths import fingerprint_path, results_path
+from roofline.paths import RECORDS, fingerprint_path, results_path
 from roofline.records import (
-    RECORDS,
     fingerprint,
     lock_records_results,
-    lost_fingerprint,
     lost_records,
     missing,
     on_record,
@@ -61,7 +59,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     name = args.device
     params = read_params()
-    devices = probe_devices(params=params)  # kind and recognise only: no schema to build
+    devices = probe_devices(params=params)  # kind and recognise checked: no schema to build
     if name not in devices:
         raise ConfigError(f"unknown device {name!r}; allowed: {', '.join(devices)}")
     dev = devices[name]
@@ -79,20 +77,25 @@ def main(argv: list[str] | None = None) -> None:
         lost = lost_records(name)  # refuses unless each is nowhere to be found
         if not args.dry_run:
             write_texts_atomic({path: json_text(rec) for path, rec in lost.items()})
-        new = lost_fingerprint(name)
+        records = {
+            stage: lost.get(at(name)) or read_if_there(at(name)) for stage, at in RECORDS.items()
+        }
+        new = on_record(name, records, pending_keys(params, name))
         message = (
             f"{name}: recorded as lost ({', '.join(map(str, lost))}); `uv run dvc repro` "
             "renders the rest"
         )
     elif not results.exists() and lock_records_results(name):
         where = record_location(name, "benchmark", results)
-        if here is None or where != "nowhere":
+        if here is None or where in ("cache", "remote"):
             raise missing(name, results, where)
-        new = fresh  # lost, and this machine has it: nothing on record to keep
-        message = (
-            f"{name}: here; the results dvc.lock records are lost (in neither this workspace, "
-            "DVC's cache nor the remote): measuring it afresh"
-        )
+        # Nowhere, or a remote that cannot be asked: the device is here, so nothing is lost
+        # by measuring it afresh (a pulled record would be superseded anyway).
+        new = fresh
+        gone = "lost (in neither this workspace, DVC's cache nor the remote)"
+        if where != "nowhere":
+            gone = f"in neither this workspace nor DVC's cache, and the remote's are {where}"
+        message = f"{name}: here; the results dvc.lock records are {gone}: measuring it afresh"
     else:
         records = {stage: read_if_there(where(name)) for stage, where in RECORDS.items()}
         record = on_record(name, records, pending_keys(params, name))

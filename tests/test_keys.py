@@ -4,7 +4,7 @@ params it reads, and nothing else (no interpretation, no price)."""
 import shutil
 from pathlib import Path
 
-from roofline.keys import UNRECORDED, code_key, older, outdated, pending_keys, stage_key
+from roofline.keys import code_key, older, outdated, pending_keys, stage_key
 from roofline.params import read_params
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,7 +52,6 @@ def test_a_record_says_what_of_todays_code_and_params_differs_from_what_measured
     assert older(record, "benchmark", now) == []
     assert older(record, "benchmark", {"code": "c2", "params": "p1"}) == ["code"]
     assert older({"status": "measured"}, "benchmark", now) == ["code", "params"]  # UNRECORDED
-    assert UNRECORDED == "unrecorded"
     params = read_params(ROOT / "params.yaml")
     pending = {"status": "pending"}
     assert outdated({"benchmark": pending, "sweep": None}, params, "cpu") == {}
@@ -71,3 +70,19 @@ def test_code_keys_are_kept_until_a_file_of_ours_changes(tmp_path, monkeypatch):
     knobs = root / "roofline/knobs.py"
     knobs.write_text(knobs.read_text() + "\n# changed\n")
     assert keys.code_keys(root) == dict.fromkeys(first, "parsed again")
+
+
+def test_a_windows_checkout_hashes_to_the_same_code_keys(tmp_path):
+    linux = copy_of_code(tmp_path / "linux")
+    windows = copy_of_code(tmp_path / "windows")
+    for path in (windows / "roofline").glob("*.py"):  # git's autocrlf on Windows
+        path.write_bytes(path.read_bytes().replace(b"\n", b"\r\n"))
+    assert code_key("benchmark", windows) == code_key("benchmark", linux)
+
+
+def test_a_pending_sweep_or_knobs_record_follows_its_selection():
+    params = read_params(ROOT / "params.yaml")
+    swept = params | {"sweep": dict(params["sweep"], name="full")}
+    before, after = pending_keys(params, "h100"), pending_keys(swept, "h100")
+    assert after["sweep"] != before["sweep"]
+    assert (after["benchmark"], after["knobs"]) == (before["benchmark"], before["knobs"])

@@ -131,6 +131,7 @@ def test_a_device_measured_elsewhere_keeps_its_record_whatever_changed_here(devi
 
 def test_a_record_missing_here_is_named_for_where_its_data_is(device_here, monkeypatch):
     device_here(None, fp(H100))
+    monkeypatch.setattr(records, "locked_md5", lambda name, stage, path: "0" * 32)  # locked
     for where, said in [
         ("cache", "is in DVC's cache, not in this workspace: run `uv run dvc checkout"),
         ("remote", "is not in this workspace: run `uv run dvc pull` first"),
@@ -217,3 +218,53 @@ def test_an_edited_record_of_a_device_here_is_refused_not_re_measured(device_her
     # Measured under another fingerprint (new code here): the stage measures, as it should.
     device_here(LAPTOP, fp(LAPTOP, {s: {"code": "c9", "params": "p0"} for s in KEYS}))
     assert decide("dev", None, "benchmark", results_path("dev")).action == "measure"
+
+
+def test_a_stage_measured_elsewhere_without_a_record_of_it_is_pending(device_here):
+    # A device measured elsewhere before its knobs stage existed: nothing of it to keep.
+    device_here(None, fp(H100))
+    assert decide("dev", None, "knobs", records.RECORDS["knobs"]("dev")).action == "pending"
+
+
+def test_only_a_lost_sweep_is_recorded_as_lost_and_kept(tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    import yaml
+
+    from stages import probe
+    from tests.conftest import LAPTOP as NO_GPU
+
+    shutil.copy(records.Path(__file__).resolve().parents[1] / "params.yaml", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "laptop.json").write_text(json.dumps(NO_GPU))
+    monkeypatch.setenv("ROOFLINE_HARDWARE", str(tmp_path / "laptop.json"))
+    h100 = {"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0", "sm_count": 132}
+    pod = fingerprint("h100", h100, "2.9.0", KEYS)
+    write_json_atomic(
+        results_path("h100"),
+        {"device": "h100", "status": "measured", "hardware": h100, "fingerprint": pod},
+    )
+    lock = {
+        "stages": {
+            stage: {
+                "params": {str(fingerprint_path("h100")): records.fingerprint_values(pod, stage)},
+                "outs": [{"path": str(records.RECORDS[stage]("h100")), "md5": f"{stage:0<32}"}],
+            }
+            for stage in KEYS
+        }
+    }
+    (fingerprint_path("h100").parent / "dvc.lock").write_text(yaml.safe_dump(lock))
+    monkeypatch.setattr(records, "data_location", lambda md5: "nowhere")
+    monkeypatch.setattr(
+        records, "md5_of", lambda path: f"{path.stem.replace('results', 'benchmark'):0<32}"
+    )
+    write_json_atomic(records.RECORDS["knobs"]("h100"), {"device": "h100", "status": "measured"})
+    probe.main(["h100", "--lost"])
+    assert json.loads(records.RECORDS["sweep"]("h100").read_text())["status"] == "lost"
+    assert json.loads(results_path("h100").read_text())["status"] == "measured"
+    written = json.loads(fingerprint_path("h100").read_text())
+    assert written["status"] == "recorded" and written["measures"]["sweep"] == "lost"
+    monkeypatch.setattr(records, "locate", lambda dev, hardware: ({}, None))
+    kept = decide("h100", None, "sweep", records.RECORDS["sweep"]("h100"))
+    assert kept.action == "keep" and "its sweep record is lost" in kept.why

@@ -457,3 +457,28 @@ def test_the_check_command_exits_1_on_a_device_below_its_band_or_a_published_fig
         assert exit_.value.code == 0 and "every measured device is inside its band" in said
     else:
         assert exit_.value.code == 1 and problem in said and said.startswith("h100 (H100 SXM5")
+
+
+def test_the_page_keeps_config_order_and_names_each_older_stages_revision(tmp_path):
+    from roofline.report import older_sentence, shown
+
+    table, manifest = aggregated(tmp_path)
+    manifest["devices"] = dict(reversed(manifest["devices"].items()))  # as JSON sorts them
+    assert shown(table, manifest)[0] == ["cpu", "h100"]
+    entry = {
+        "kind": "cuda",
+        "measured_by_older": {
+            "benchmark": {"older": ["code"], "git_revision": "a" * 40, "measured_at": "T1"},
+            "sweep": {
+                "older": ["params"],
+                "git_revision": "b" * 40 + "+dirty",
+                "measured_at": "T2",
+            },
+        },
+    }
+    said = older_sentence("h100", entry)
+    assert said.startswith(
+        "⚠ Measured by older measuring code and params (benchmark at revision aaaaaaaaaaaa, T1; "
+        "sweep at revision bbbbbbbbbbbb+dirty, T2): these are that code's numbers; to re-measure"
+    ), said
+    assert older_sentence("h100", {"kind": "cuda"}) == ""
