@@ -124,11 +124,14 @@ def older(record: dict[str, Any], stage: str, current: dict[str, Any]) -> list[s
 
 def outdated(records: dict[str, Any], params: dict[str, Any], name: str) -> dict[str, list[str]]:
     """For each measured record of a device (stage -> record), what of the code and params that
-    measured it differs from today's; stages measured by today's are left out."""
+    measured it differs from today's; stages measured by today's, or that ran nothing, are left
+    out."""
     current = measuring_keys(params, name)
     out = {}
     for stage, record in records.items():
+        # A record that ran something (a `none` sweep or knobs measured nothing to be older).
         measured = isinstance(record, dict) and record.get("status") == "measured"
+        measured = measured and bool(record.get("run"))
         if measured and (parts := older(record, stage, current[stage])):
             out[stage] = parts
     return out

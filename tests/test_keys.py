@@ -48,14 +48,19 @@ def test_a_stages_params_key_changes_with_what_it_reads_not_with_a_price():
 
 def test_a_record_says_what_of_todays_code_and_params_differs_from_what_measured_it():
     now = {"code": "c1", "params": "p1"}
-    record = {"status": "measured", "fingerprint": {"measures": {"benchmark": now}}}
+    record = {"status": "measured", "run": {}, "fingerprint": {"measures": {"benchmark": now}}}
     assert older(record, "benchmark", now) == []
     assert older(record, "benchmark", {"code": "c2", "params": "p1"}) == ["code"]
     assert older({"status": "measured"}, "benchmark", now) == ["code", "params"]  # UNRECORDED
     params = read_params(ROOT / "params.yaml")
     pending = {"status": "pending"}
     assert outdated({"benchmark": pending, "sweep": None}, params, "cpu") == {}
-    assert outdated({"benchmark": record}, params, "cpu") == {"benchmark": ["code", "params"]}
+    ran = record | {"run": {"started_at": "T"}}
+    assert outdated({"benchmark": ran}, params, "cpu") == {"benchmark": ["code", "params"]}
+    none = {"status": "measured", "sweep": "none"}  # a `none` sweep ran nothing: not older
+    assert outdated({"benchmark": ran, "sweep": none}, params, "cpu") == {
+        "benchmark": ["code", "params"]
+    }
 
 
 def test_code_keys_are_kept_until_a_file_of_ours_changes(tmp_path, monkeypatch):

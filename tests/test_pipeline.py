@@ -172,7 +172,7 @@ def test_an_upgrade_of_measuring_code_stales_only_the_devices_each_machine_has(s
     assert device_files(laptop, "podhost") == podhost
     report = (laptop / "experiments/x4-roofline/REPORT.md").read_text()
     said = next(line for line in report.splitlines() if "**podhost**" in line)
-    assert "⚠ Measured by older measuring code (benchmark, sweep, knobs at revision " in said
+    assert "⚠ Measured by older measuring code (benchmark at revision " in said
     assert "to re-measure, `uv run dvc repro` on a machine that has it" in said
     assert "older measuring" not in next(line for line in report.splitlines() if "**cpu**" in line)
     publish(laptop, "laptop: new measuring code, cpu re-measured")
