@@ -69,7 +69,8 @@ def code_keys(root: Path = Path(".")) -> dict[str, str]:
     from roofline.code import OUR_PACKAGES
 
     files = sorted(p for part in OUR_PACKAGES for p in (root / part).rglob("*.py"))
-    signature = [[str(f.relative_to(root)), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    stats = [(f, f.stat()) for f in files]
+    signature = [[str(f.relative_to(root)), st.st_size, st.st_mtime_ns] for f, st in stats]
     cache = root / CODE_CACHE
     try:
         kept = json.loads(cache.read_text())

@@ -4,28 +4,14 @@ measured elsewhere (the same rules as the benchmark and the sweep)."""
 
 from typing import Any
 
-from roofline.holding import holding
 from roofline.paths import knobs_path
 from roofline.records import knobs_record
-from roofline.schema import write_json_atomic
 from stages import run
-from stages.measuring import begin
+from stages.measuring import selected_stage
 
 
 def main(argv: list[str] | None = None) -> None:
-    name, cfg, dev, decision = begin(argv, __doc__, "knobs", knobs_path)
-    if decision.action == "keep":  # measured elsewhere, or only DVC's cache lacked it
-        print(decision.why)
-        return
-    measuring = decision.action == "measure" and cfg.knobs.name != "none"
-    with holding(name, "knobs", measuring):  # one measurement of a device at a time here
-        if decision.action == "pending":
-            record = knobs_record(name, cfg.knobs.name, "pending")
-        elif not measuring:
-            record = knobs_record(name, "none", "measured", fingerprint=decision.fingerprint)
-        else:
-            record = measure(name, cfg, dev, decision)
-        write_json_atomic(knobs_path(name), record)
+    selected_stage(argv, __doc__, "knobs", knobs_path, knobs_record, measure)
 
 
 def measure(name: str, cfg: Any, dev: Any, decision: Any) -> dict:

@@ -1,6 +1,7 @@
 """What the measuring stages (benchmark, sweep, knobs) share before they measure: which device,
 the part of its config a measurement may read, and what the several-machines rules decide for
-it on this machine. Not a stage itself."""
+it on this machine; and the one body of the two stages that measure a selection (sweep,
+knobs). Not a stage itself."""
 
 import argparse
 from collections.abc import Callable
@@ -10,7 +11,9 @@ from typing import Any
 from omegaconf import DictConfig
 
 from roofline.config import device_config, load_params
+from roofline.holding import holding
 from roofline.records import Decision, decide
+from roofline.schema import write_json_atomic
 
 
 def begin(
@@ -24,3 +27,29 @@ def begin(
     cfg = load_params()
     dev = device_config(cfg, name)  # its measuring keys only: load_params reads no more
     return name, cfg, dev, decide(name, dev, stage, output(name))
+
+
+def selected_stage(
+    argv: list[str] | None,
+    description: str,
+    stage: str,
+    output: Callable[[str], Path],
+    record: Callable[..., dict],
+    measure: Callable[[str, DictConfig, Any, Decision], dict],
+) -> None:
+    """A stage measuring the selection `cfg.<stage>.name` on a device that is here (nothing for
+    `none`): `record(name, selection, status, **extra)` is its record, `measure` measures it."""
+    name, cfg, dev, decision = begin(argv, description, stage, output)
+    if decision.action == "keep":  # measured elsewhere, or only DVC's cache lacked it
+        print(decision.why)
+        return
+    selection = cfg[stage].name
+    measuring = decision.action == "measure" and selection != "none"
+    with holding(name, stage, measuring):  # one measurement of a device at a time here
+        if decision.action == "pending":
+            out = record(name, selection, "pending")
+        elif not measuring:
+            out = record(name, "none", "measured", fingerprint=decision.fingerprint)
+        else:
+            out = measure(name, cfg, dev, decision)
+        write_json_atomic(output(name), out)

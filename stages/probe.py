@@ -69,6 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     claimed = read_if_there(path)
     fresh = fingerprint(name, here, torch_version(), measuring_keys(params, name)) if here else None
     results = results_path(name)
+    on_disk = {stage: read_if_there(at(name)) for stage, at in RECORDS.items()}
     if args.lost:
         if here is not None:
             raise RecordError(
@@ -76,11 +77,9 @@ def main(argv: list[str] | None = None) -> None:
             )
         lost = lost_records(name)  # refuses unless each is nowhere to be found
         if not args.dry_run:
-            write_texts_atomic({path: json_text(rec) for path, rec in lost.items()})
-        records = {
-            stage: lost.get(at(name)) or read_if_there(at(name)) for stage, at in RECORDS.items()
-        }
-        new = on_record(name, records, pending_keys(params, name))
+            write_texts_atomic({at: json_text(record) for at, record in lost.items()})
+        on_disk |= {stage: lost[at(name)] for stage, at in RECORDS.items() if at(name) in lost}
+        new = on_record(name, on_disk, pending_keys(params, name))
         message = (
             f"{name}: recorded as lost ({', '.join(map(str, lost))}); `uv run dvc repro` "
             "renders the rest"
@@ -97,8 +96,7 @@ def main(argv: list[str] | None = None) -> None:
             gone = f"in neither this workspace nor DVC's cache, and the remote's are {where}"
         message = f"{name}: here; the results dvc.lock records are {gone}: measuring it afresh"
     else:
-        records = {stage: read_if_there(where(name)) for stage, where in RECORDS.items()}
-        record = on_record(name, records, pending_keys(params, name))
+        record = on_record(name, on_disk, pending_keys(params, name))
         new, message = probe_decision(name, record, here, fresh, args.replace, claimed)
     print(message)
     for gpu in unmatched_gpus(devices, hardware):
