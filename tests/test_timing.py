@@ -180,3 +180,10 @@ def test_how_much_of_the_host_a_window_had_is_read_from_the_os(tmp_path):
         assert (reading.runnable, reading.steal_s, reading.idle_s, reading.cores) == (None,) * 4
         window = host_window(reading, read_host(proc), threads=2)
         assert window.other_runnable is window.steal is window.idle is None
+
+
+def test_our_runnable_threads_are_not_guessed_where_proc_has_no_task_list(tmp_path):
+    from roofline.timing import _own_runnable
+
+    assert _own_runnable(tmp_path) is None  # no /proc/self/task (or a thread gone mid-read)
+    assert isinstance(_own_runnable(read_host.__defaults__[0]), int)  # this machine's /proc
