@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from roofline.dtypes import DTYPES
+from roofline.errors import ConfigError
 
 if TYPE_CHECKING:  # torch is imported where a backend runs, not where a config is checked
     import torch
@@ -54,13 +55,40 @@ def unsupported(name: str, dtype: str, device_kind: str) -> str | None:
 
 
 def function(name: str) -> Callable[[Any, Any], Any]:
-    """numpy's matmul, or the user's "module:function"."""
+    """numpy's matmul, or the user's "module:function"; ConfigError naming the backend and
+    the way out where there is no such function here."""
     if name == "numpy":
         import numpy as np
 
         return np.matmul
     module, attribute = name.split(":")
-    return getattr(importlib.import_module(module), attribute)
+    way_out = (
+        f"allowed: {ALLOWED}, its module importable here (a file in the repository root, or a "
+        f"package added with `uv add`); correct it, or remove {name!r} from the backends"
+    )
+    try:
+        found = getattr(importlib.import_module(module), attribute, None)
+    except Exception as err:  # not found, or its import failed: either way no backend
+        raise ConfigError(
+            f"backend {name!r}: module {module!r} does not import ({type(err).__name__}: "
+            f"{err}); {way_out}"
+        ) from err
+    if found is None:
+        raise ConfigError(f"backend {name!r}: module {module!r} has no {attribute!r}; {way_out}")
+    if not callable(found):
+        raise ConfigError(
+            f"backend {name!r}: {module}.{attribute} = {found!r:.60} is not a function; {way_out}"
+        )
+    return found
+
+
+def import_error(name: str) -> str | None:
+    """Why the backend `name` cannot be found here (for the config check), or None."""
+    try:
+        function(name)
+    except ConfigError as err:
+        return str(err)
+    return None
 
 
 def backend(

@@ -38,7 +38,7 @@ def compose(root: Path, overrides: list[str]) -> str:
         compose_and_dump(
             out, str((root / "conf").resolve()), None, "config", str(root.resolve()), overrides
         )
-        return out.read_text()
+        return out.read_text(encoding="utf-8")
 
 
 def explain(err: BaseException) -> str:
@@ -78,7 +78,9 @@ def main(argv: list[str] | None = None) -> None:
     root = Path(".")
     files = generated(root, args.overrides)
     names = list(yaml.safe_load(files[PARAMS_FILE])["devices"])
-    changed = [p for p, text in files.items() if not p.exists() or p.read_text() != text]
+    changed = [
+        p for p, text in files.items() if not p.exists() or p.read_text(encoding="utf-8") != text
+    ]
     stale = orphans(files, root)
     if args.check:
         if changed or stale:

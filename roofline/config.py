@@ -6,15 +6,15 @@ this one schema."""
 
 import re
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from omegaconf import MISSING, DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
-from roofline.backends import ALLOWED, spec_error
+from roofline.backends import ALLOWED, BUILTIN, import_error, spec_error
 from roofline.dtypes import NAMES
 from roofline.errors import ConfigError
 from roofline.params import (
@@ -23,7 +23,9 @@ from roofline.params import (
     PARAMS_FILE,
     Recognise,
     load_yaml,
+    pattern_error,
 )
+from roofline.timing import MAX_CALLS
 
 DEVICE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 # The dtype names a config may use: the registry's (roofline/dtypes.py); the device kinds.
@@ -95,22 +97,100 @@ class Config:
     devices: dict[str, DeviceConfig] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Bound:
+    """The range a count or a duration may take, both ends included, and why it ends there."""
+
+    low: float
+    high: float
+    why: str
+
+
+# Every count and duration a user can set ("*": any key), so that no value makes the work
+# unbounded; NaN and inf are outside every range. A test holds this table to the dataclasses.
+SECONDS = Bound(0, 600, "ten minutes of one window is a soak test, not a measurement")
+BOUNDS: dict[str, Bound] = {
+    "bench.warmup": Bound(0, MAX_CALLS, f"a warm-up window holds at most {MAX_CALLS:,} calls"),
+    "bench.warmup_seconds": Bound(0, 60, "clocks settle in about a second"),
+    "bench.repeats": Bound(1, MAX_CALLS, f"a window keeps at most {MAX_CALLS:,} samples"),
+    "bench.check_rows": Bound(1, 1024, "1,024 rows of 8192 is already 1/8 of a float64 matmul"),
+    "bench.min_seconds": SECONDS,
+    "bench.copy_mib": Bound(1, 32768, "two 32 GiB buffers are far past every cache"),
+    "sweep.budget_s.*": Bound(0, 3600, "an hour of a device per sweep; `full` takes minutes"),
+    "sweep.min_seconds": SECONDS,
+    "knobs.rounds": Bound(0, 100, "each round is a warm-up and a window per side"),
+    "knobs.min_seconds": SECONDS,
+}
+# Every list whose entries must differ: a repeat would be measured, or drawn, twice under one
+# key. The lab's lists (lab_devices, sky_accelerators, published) exist in its view only.
+LISTS = (
+    "devices.*.dtypes",
+    "devices.*.shapes",
+    "devices.*.backends",
+    "devices.*.sky_accelerators",
+    "devices.*.skus.*.published",
+    "sweep.square.*",
+    "sweep.skinny_m",
+    "sweep.best_shape.*",
+    "lab_devices",
+)
+
+
+def entries(node: Any, pattern: str, where: str = "") -> Iterator[tuple[str, Any]]:
+    """(key, value) of each entry of `node` that the dotted `pattern` names, "*" standing for
+    any key or index; a key the node lacks names nothing."""
+    head, _, rest = pattern.partition(".")
+    if isinstance(node, DictConfig):
+        items = list(node.items()) if head == "*" else [(head, node[head])] if head in node else []
+    elif isinstance(node, ListConfig) and head == "*":
+        items = list(enumerate(node))
+    else:
+        items = []
+    for key, value in items:
+        at = f"{where}.{key}" if where else str(key)
+        yield from entries(value, rest, at) if rest else [(at, value)]
+
+
+def plain(value: Any) -> Any:
+    """A config value as plain Python, enums by name, for messages and comparison."""
+    if isinstance(value, DictConfig | ListConfig):
+        return OmegaConf.to_container(value, resolve=True, enum_to_str=True)
+    return value.name if isinstance(value, Enum) else value
+
+
+def bound_errors(cfg: DictConfig) -> list[str]:
+    """Each count or duration outside its range (BOUNDS), NaN and inf included."""
+    errors = []
+    for pattern, bound in BOUNDS.items():
+        for key, value in entries(cfg, pattern):
+            if not bound.low <= value <= bound.high:  # NaN compares false: refused too
+                errors.append(
+                    f"{key}={value}; allowed: {bound.low:,g} to {bound.high:,g} ({bound.why}); "
+                    f"set it within that in conf/ or in the override"
+                )
+    return errors
+
+
+def duplicate_errors(cfg: DictConfig) -> list[str]:
+    """Each list (LISTS) that names an entry twice."""
+    errors = []
+    for pattern in LISTS:
+        for key, listed in entries(cfg, pattern):
+            values = [plain(x) for x in listed]
+            twice = [x for i, x in enumerate(values) if x in values[:i]]
+            if twice:
+                errors.append(
+                    f"{key} lists {twice[0]} twice; allowed: each once (a repeat is measured or "
+                    "drawn twice under one key); remove the repeat from conf/ or the override"
+                )
+    return errors
+
+
 def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
     """Every value the schema's types let through but is wrong, each naming what is allowed.
     `conf` is the conf/ directory the config was composed from, whose sweeps are the known
     ones."""
-    errors = []
-    if cfg.bench.repeats < 1 or cfg.bench.warmup < 0 or cfg.bench.check_rows < 1:
-        errors.append(
-            f"bench: repeats={cfg.bench.repeats}, warmup={cfg.bench.warmup}, "
-            f"check_rows={cfg.bench.check_rows}; allowed: repeats >= 1, warmup >= 0, "
-            "check_rows >= 1"
-        )
-    for key in ("min_seconds", "warmup_seconds"):
-        if cfg.bench[key] < 0:
-            errors.append(f"bench.{key}={cfg.bench[key]}; allowed: >= 0")
-    if cfg.bench.copy_mib < 1:
-        errors.append(f"bench.copy_mib={cfg.bench.copy_mib}; allowed: a positive integer")
+    errors = bound_errors(cfg) + duplicate_errors(cfg)
     sweep = cfg.sweep
     kinds = [k.name for k in Kind]
     for table in ("budget_s", "square", "skinny_nk", "best_shape"):
@@ -157,11 +237,9 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
                 f"{'CPU model' if wanted == 'cpu_model' else 'GPU name'} it is (without one a "
                 "cpu device takes any CPU, and a GPU one is never found)"
             )
-        shapes = [list(shape) for shape in dev.shapes]
-        for key, listed in (("dtypes", [d.name for d in dev.dtypes]), ("shapes", shapes)):
-            twice = [x for i, x in enumerate(listed) if x in listed[:i]]
-            if twice:
-                errors.append(f"{where}.{key} lists {twice[0]} twice; allowed: each once")
+        for key in ("cpu_model", "gpu_name"):
+            if wrong := pattern_error(f"{where}.recognise.{key}", dev.recognise[key]):
+                errors.append(wrong)
         if not dev.dtypes:
             errors.append(f"{where}.dtypes is empty; allowed: a list of {', '.join(NAMES)}")
         if not dev.backends:
@@ -170,6 +248,8 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
             wrong = spec_error(backend)
             if not wrong and backend != "torch" and dev.kind.name != "cpu":
                 wrong = f"backend {backend!r} on a {dev.kind.name} device; allowed: torch"
+            if not wrong and backend not in BUILTIN:  # the user's: found here, or refused
+                wrong = import_error(backend)
             if wrong:
                 errors.append(f"{where}.backends has {wrong}")
         if not dev.shapes:
@@ -235,7 +315,9 @@ def load_params(
     if not path.exists():
         raise ConfigError(f"{path} not found: run from the repository root")
     try:
-        cfg = parse_params(path.read_text(), path.parent / "conf", str(path), schema, checks)
+        cfg = parse_params(
+            path.read_text(encoding="utf-8"), path.parent / "conf", str(path), schema, checks
+        )
     except ConfigError as err:
         raise with_override_hint(err, path) from err
     return cfg

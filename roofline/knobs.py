@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from roofline import arithmetic as ar
+from roofline.errors import RooflineError
 from roofline.kernels import Prepared, WrongResult, float32_math, prepare_matmul, unsupported_reason
 from roofline.kinds import Unavailable
 from roofline.measure import CALL_ERRORS, Target, native_cpu_dtypes, raised
@@ -314,7 +315,7 @@ def measure_knob(name: str, knob: Knob, s: Settings) -> KnobMeasurement:
         point.status, point.reason = "skipped", str(why)
     except WrongResult as err:
         point.status, point.reason = "failed", f"wrong result, not timed: {err}"
-    except torch.OutOfMemoryError:
+    except (torch.OutOfMemoryError, RooflineError):
         raise  # the stage's to report, with what it kept
     except CALL_ERRORS as err:  # one knob's library refusing ends that knob, not the ladder
         point.status, point.reason = "failed", f"the call raised: {raised(err)}"
@@ -348,7 +349,7 @@ def measure_knobs(
         for knob in knobs_for(target, found, config, s, tuning):
             rows.append(measure_knob(name, knob, s))
             log(describe(rows[-1]))
-        kept = tuning.read_text() if tuning.exists() else None
+        kept = tuning.read_text(encoding="utf-8") if tuning.exists() else None
     return [asdict(row) for row in rows], kept
 
 

@@ -15,6 +15,7 @@ import torch
 from roofline import arithmetic as ar
 from roofline import backends, kinds, telemetry
 from roofline.dtypes import DTYPES
+from roofline.errors import RooflineError
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from roofline.schema import Measurement, empty, measurement
 
@@ -72,8 +73,9 @@ def target_for(kind: str, found: dict[str, Any], log: Callable[[str], None]) -> 
 
 
 # What a failing library call raises, recorded as the point's failure, not the stage's (out of
-# memory, a RuntimeError too, is caught before them: it ends the stage).
-CALL_ERRORS = (RuntimeError, AttributeError, TypeError, NotImplementedError)
+# memory, a RuntimeError too, and a refusal, a RooflineError, ConfigError a ValueError too, are
+# caught before them: they end the stage). ValueError: a user's backend refusing its operands.
+CALL_ERRORS = (RuntimeError, AttributeError, TypeError, NotImplementedError, ValueError)
 
 
 def raised(err: BaseException) -> str:
@@ -115,7 +117,7 @@ def measure_point(
         )
     except WrongResult as err:
         return empty(name, dtype, shape, "failed", f"wrong result, not timed: {err}", backend)
-    except torch.OutOfMemoryError:
+    except (torch.OutOfMemoryError, RooflineError):
         raise  # the stage's to report, with what it kept
     except CALL_ERRORS as err:
         # A library that refuses this dtype here (cuBLAS, a scaled-matmul API that differs on

@@ -3,6 +3,7 @@ every `dvc repro`, so reading it must cost next to nothing. What a probe reads o
 (`kind`, `recognise`) is checked here; the rest by the schema (roofline/config.py), which
 measuring stages build and which costs a probe more than its own work."""
 
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,19 @@ class Recognise:
     with_gpu_present: bool = False
 
 
+def pattern_error(key: str, pattern: str | None) -> str | None:
+    """Why a `recognise` pattern is not a regular expression (re's error), or None."""
+    try:
+        re.compile(pattern or "")
+    except re.error as err:
+        return (
+            f"{key}={pattern!r} is not a regular expression ({err}); allowed: a Python regular "
+            "expression searched in the name the probe finds, e.g. '^NVIDIA H100'; escape a "
+            "literal ( [ + * ? with a backslash"
+        )
+    return None
+
+
 def load_yaml(text: str, where: str) -> Any:
     try:
         return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
@@ -42,7 +56,7 @@ def load_yaml(text: str, where: str) -> Any:
 def read_params(path: Path = PARAMS_FILE) -> dict[str, Any]:
     if not path.exists():
         raise ConfigError(f"{path} not found: run from the repository root")
-    data = load_yaml(path.read_text(), str(path))
+    data = load_yaml(path.read_text(encoding="utf-8"), str(path))
     if not isinstance(data, dict) or not isinstance(data.get("devices"), dict):
         raise ConfigError(f"{path}: no devices; `uv run python -m roofline.compose` writes it")
     return data
@@ -66,5 +80,7 @@ def probe_devices(
                     f"{where}.recognise.{key}={value!r}; allowed: "
                     + ", ".join(f"{k} ({t})" for k, t in allowed.items())
                 )
+            if wanted is str and (wrong := pattern_error(f"{where}.recognise.{key}", value)):
+                raise ConfigError(wrong)
         out[name] = {"kind": kind, "recognise": recognise}
     return out

@@ -3,12 +3,17 @@
     uv run python -m roofline.sync push [-r REMOTE]
     uv run python -m roofline.sync pull [-r REMOTE] [--allow-missing]
 
-DVC does the transfer. A pull fetches everything before it checks anything out, so a failed
-pull leaves the workspace as it was; a push never touches it."""
+DVC does the transfer. A pull fetches everything before it checks anything out, so a pull
+whose fetch fails leaves the workspace as it was; one whose remote lacks an output checks out
+the rest, and says what it checked out, what it lacks and what DVC removed. A push never touches
+the workspace."""
 
 import argparse
+import os
+from typing import Any
 from urllib.parse import urlparse
 
+from dvc.exceptions import CheckoutError
 from dvc.repo import Repo
 
 from roofline.errors import ConfigError, RooflineError, run
@@ -53,6 +58,79 @@ def explain(verb: str, name: str, url: str, err: BaseException) -> str:
     )
 
 
+def listed(paths: list[str]) -> str:
+    return ", ".join(sorted(os.path.relpath(p) for p in paths)) or "none"
+
+
+def lacking(
+    name: str, url: str, result: dict[str, Any], present: set[str], cached: set[str]
+) -> str:
+    """A checkout that failed after a fetch (DVC's CheckoutError result), in one paragraph:
+    the outputs the remote lacks, what was checked out and removed meanwhile, the way out.
+    `present`: the outputs in the workspace before it; `cached`: those DVC's cache has now."""
+    failed = [os.path.relpath(p) for p in result.get("failed", [])]
+    lacks = [p for p in failed if p not in cached]
+    said = [
+        f"pull with remote '{name}' ({url}) could not check out every output its dvc.lock files name"
+    ]
+    if lacks:
+        said.append(f"the remote lacks {listed(lacks)}, and so does this machine's DVC cache")
+    if unwritten := [p for p in failed if p in cached]:  # its data is here: writing it failed
+        said.append(
+            f"{listed(unwritten)} could not be written although DVC's cache has them (check "
+            "the folders' permissions and free space, then `uv run dvc checkout`)"
+        )
+    changed = [
+        f"{kind} {listed(result[kind])}"
+        for kind in ("added", "modified", "deleted")
+        if result.get(kind)
+    ]
+    said.append(f"it checked out: {'; '.join(changed)}" if changed else "it checked out nothing")
+    if removed := [p for p in failed if p in present]:
+        said.append(
+            f"DVC removed {listed(removed)} from the workspace, which it could not check out "
+            "(the version that was there stays in DVC's cache)"
+        )
+    elif not changed:
+        said.append("the workspace is as it was")
+    return (
+        "; ".join(said)
+        + ". The way out: push the missing outputs from the machine that has them (`uv run "
+        "python -m roofline.sync push` there), or re-measure them there (`uv run dvc repro`), "
+        "then pull again; `uv run python -m roofline.sync pull --allow-missing` takes what the "
+        "remote has without them (README: Missing and lost records)."
+    )
+
+
+def pull(repo: Repo, name: str, url: str, allow_missing: bool) -> dict[str, Any]:
+    """Fetch, then check out: a fetch that fails has changed nothing here; a checkout that
+    fails has changed what it says."""
+    try:
+        fetched = repo.fetch(remote=name)
+    except Exception as err:  # DVC and its filesystems raise many kinds; each is reported alike
+        raise RooflineError(explain("pull", name, url, err)) from err
+    present = {
+        os.path.relpath(out.fs_path) for out in repo.index.outs if os.path.exists(out.fs_path)
+    }
+    try:
+        result = repo.checkout(allow_missing=allow_missing)
+    except CheckoutError as err:
+        cached = {
+            os.path.relpath(out.fs_path)
+            for out in repo.index.outs
+            if out.use_cache and out.cache_path and os.path.exists(out.cache_path)
+        }
+        raise RooflineError(lacking(name, url, err.result, present, cached)) from err
+    except Exception as err:
+        raise RooflineError(
+            f"pull with remote '{name}' ({url}) fetched {fetched} file(s), then its checkout "
+            f"failed: {type(err).__name__}: {err}. Some outputs may have been checked out before "
+            "it stopped: `uv run dvc status` lists those that differ from dvc.lock, and "
+            "`uv run dvc checkout` finishes the checkout once the cause is fixed."
+        ) from err
+    return {"fetched": fetched} | result["stats"]
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
@@ -65,16 +143,14 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     repo = Repo(".")
     name, url = remote_of(repo, args.remote)
-    try:
-        if args.verb == "push":
+    if args.verb == "pull":
+        done: Any = pull(repo, name, url, args.allow_missing)
+    else:
+        try:
             done = repo.push(remote=name)
-        else:
-            done = repo.pull(remote=name, allow_missing=args.allow_missing)
-    except Exception as err:  # DVC and its filesystems raise many kinds; each is reported alike
-        raise RooflineError(explain(args.verb, name, url, err)) from err
-    print(
-        f"{args.verb} with remote '{name}' ({url}): {done if isinstance(done, int) else done.get('stats', done)}"
-    )
+        except Exception as err:  # DVC and its filesystems raise many kinds; each alike
+            raise RooflineError(explain(args.verb, name, url, err)) from err
+    print(f"{args.verb} with remote '{name}' ({url}): {done}")
 
 
 if __name__ == "__main__":
