@@ -1,6 +1,7 @@
 """Measured ceilings, the roofline's own prediction checked against measurement, and the gap
 from the datasheet peak down to the achieved figure. Pure functions over results rows."""
 
+import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,7 +27,7 @@ def load_table(path: Path, columns: list[str] = CSV_COLUMNS) -> pd.DataFrame:
     """results.csv (or knobs.csv, with KNOB_COLUMNS) as the plot and report read it (empty cells
     are missing, text is text), or SchemaError when it is not the table aggregate writes."""
     try:
-        table = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        table = pd.read_csv(path, encoding="utf-8", keep_default_na=False, na_values=[""])
     except (OSError, ValueError) as err:
         raise SchemaError(f"{path} cannot be read as a table ({err}); {REMAKE}") from err
     if list(table.columns) != columns:
@@ -36,6 +37,27 @@ def load_table(path: Path, columns: list[str] = CSV_COLUMNS) -> pd.DataFrame:
 
 def load_knobs(path: Path) -> pd.DataFrame:
     return load_table(path, KNOB_COLUMNS)
+
+
+# What every device's entry in manifest.json has, whatever its status.
+MANIFEST_ENTRY = ("status", "kind", "sku")
+
+
+def load_manifest(path: Path) -> dict[str, Any]:
+    """manifest.json as the plot, report and check read it, or SchemaError when it is not the
+    one aggregate writes (not JSON, or a device's entry without its status, kind and sku)."""
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise SchemaError(f"{path} cannot be read as JSON ({err}); {REMAKE}") from err
+    devices = manifest.get("devices") if isinstance(manifest, dict) else None
+    if not isinstance(devices, dict):
+        raise SchemaError(f"{path}, field devices: missing or not a JSON object; {REMAKE}")
+    for name, entry in devices.items():
+        lacks = [k for k in MANIFEST_ENTRY if not isinstance(entry, dict) or k not in entry]
+        if lacks:
+            raise SchemaError(f"{path}, device {name}: no {', '.join(lacks)}; {REMAKE}")
+    return manifest
 
 
 def headline(rows: pd.DataFrame, kind: str) -> Any:

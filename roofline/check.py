@@ -1,35 +1,53 @@
 """The lab's verdict, for a script: exit 1 when a measured device's lab kernel is outside the
 lab's band (+-20%), more than 10% below a figure published for its SKU, or above its dense
-peak, printing why; exit 0 when none is. Read from the deliverables, so a pod can refuse to hand
+peak, printing why; exit 1 too when nothing it was asked about was measured (no device at all,
+or a device named that is pending or lost), naming what to measure and how; exit 0 when every
+measured device asked about is fine. Read from the deliverables, so a pod can refuse to hand
 back a broken measurement and CI can gate on it:
 
     uv run python -m roofline.check            # every measured device
     uv run python -m roofline.check h100       # these devices only
+
+A missing or corrupt results.csv or manifest.json ends in one message naming the file and the
+command that re-renders it.
 """
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 import pandas as pd
 
-from roofline.ceilings import lab_headline, load_table
-from roofline.errors import ConfigError, run
+from roofline.ceilings import REMAKE, lab_headline, load_manifest, load_table
+from roofline.errors import ConfigError, SchemaError, run
 from roofline.interpret import judge
 from roofline.paths import EXPERIMENT
 
+MEASURE = "`uv run dvc repro` on a machine with it measures it"
+
 
 def problems(rows: pd.DataFrame, manifest: dict, names: list[str] | None = None) -> list[str]:
-    """What is wrong with each measured device's lab kernel (named by device), or nothing."""
-    known = list(manifest["devices"])
-    unknown = [n for n in names or [] if n not in known]
+    """What is wrong with each measured device's lab kernel (named by device), or nothing; and
+    a problem too where nothing asked about was measured: each device named that was not, or,
+    with none named, every device when none was."""
+    devices = manifest["devices"]
+    unknown = [n for n in names or [] if n not in devices]
     if unknown:
-        raise ConfigError(f"unknown device {unknown[0]!r}; allowed: {', '.join(known)}")
+        raise ConfigError(f"unknown device {unknown[0]!r}; allowed: {', '.join(devices)}")
+    asked = names or list(devices)
+    unmeasured = {n: devices[n]["status"] for n in asked if devices[n]["status"] != "measured"}
     found = []
-    for name in names or known:
-        entry = manifest["devices"][name]
-        if entry["status"] != "measured":
+    if names:
+        found += [f"{n}: {status}, nothing to check; {MEASURE}" for n, status in unmeasured.items()]
+    elif len(unmeasured) == len(asked):
+        listed = ", ".join(f"{n} ({status})" for n, status in unmeasured.items()) or "none known"
+        found.append(
+            f"no device was measured, nothing to check: {listed}; `uv run dvc repro` on a "
+            "machine with one of them measures it"
+        )
+    for name in asked:
+        entry = devices[name]
+        if name in unmeasured:
             continue
         head = lab_headline(rows, name, entry)
         if head is None:
@@ -49,7 +67,14 @@ def main(argv: list[str] | None = None) -> None:
     table, manifest = args.dir / "results.csv", args.dir / "manifest.json"
     if not table.exists() or not manifest.exists():
         raise ConfigError(f"no {table} or {manifest}: run `uv run dvc repro` first")
-    found = problems(load_table(table), json.loads(manifest.read_text()), args.devices)
+    rows, entries = load_table(table), load_manifest(manifest)
+    try:
+        found = problems(rows, entries, args.devices)
+    except (KeyError, TypeError, AttributeError) as err:  # an entry hand-edited past its keys
+        raise SchemaError(
+            f"{manifest} is not the manifest aggregate writes ({type(err).__name__}: {err}); "
+            f"{REMAKE}"
+        ) from err
     for line in found:
         print(line)
     if found:

@@ -21,7 +21,7 @@ def module_file(module: str, root: Path) -> Path | None:
 def imported_modules(path: Path) -> frozenset[str]:
     """Dotted names of our modules that a file imports, anywhere in it, or starts as a process
     of its own (`[sys.executable, "-m", "roofline.capped", ...]`)."""
-    return imports_in(path.read_text())
+    return imports_in(path.read_text(encoding="utf-8"))
 
 
 @functools.cache  # the measuring stages share most files: each is parsed once per process

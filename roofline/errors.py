@@ -23,6 +23,11 @@ class HardwareError(RooflineError):
     """What this machine is cannot be told, or cannot run what was asked of it."""
 
 
+class WriteError(RooflineError):
+    """A file this run must write cannot be written where it goes (its folder's permissions, a
+    read-only file system)."""
+
+
 class RecordError(RooflineError):
     """The recorded state of a device forbids this run on this machine (the several-machines
     rules): measuring here would overwrite or mislabel another machine's results."""

@@ -44,7 +44,10 @@ SUITE_DTYPES = NAMES  # every dtype of the registry runs on a GPU
 
 def device_files(conf: Path = Path("conf/device")) -> dict[str, dict[str, Any]]:
     """conf/device/<name>.yaml as plain dicts."""
-    return {path.stem: yaml.safe_load(path.read_text()) for path in sorted(conf.glob("*.yaml"))}
+    return {
+        path.stem: yaml.safe_load(path.read_text(encoding="utf-8"))
+        for path in sorted(conf.glob("*.yaml"))
+    }
 
 
 def match(gpu: dict[str, Any], devices: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
@@ -238,7 +241,7 @@ def ladder(rows: list[dict[str, Any]]) -> str:
 def run_knobs(name: str, target: Any, gpu: dict[str, Any], bench: Bench, size: int) -> list[dict]:
     """The lab's GPU knobs (conf/knobs/lab.yaml, the dtype ladder at the suite's size), each a
     gain measured in one run."""
-    config = yaml.safe_load(Path("conf/knobs/lab.yaml").read_text())
+    config = yaml.safe_load(Path("conf/knobs/lab.yaml").read_text(encoding="utf-8"))
     config["cuda"]["shape"] = [size] * 3
     settings = Settings(
         seed=bench.seed,
@@ -293,7 +296,7 @@ def main(argv: list[str] | None = None) -> None:
     for gpu in chosen:  # each GPU's results written as soon as it is measured
         results.append(run_gpu(gpu, device_files(), args.size, bench, knobs=not args.no_knobs))
         if args.out:
-            args.out.write_text(json.dumps(results, indent=2, default=str) + "\n")
+            args.out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

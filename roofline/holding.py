@@ -21,7 +21,7 @@ def lock_path(name: str) -> Path:
 
 def holder(path: Path) -> str:
     try:
-        who = json.loads(path.with_suffix(".holder").read_text())
+        who = json.loads(path.with_suffix(".holder").read_text(encoding="utf-8"))
         return f"its {who['stage']} (pid {who['pid']}, in {who['cwd']}, since {who['since']})"
     except (OSError, ValueError, KeyError):
         return f"another process (it holds {path})"
@@ -50,7 +50,7 @@ def holding(name: str, stage: str, measuring: bool = True) -> Iterator[None]:
         since = time.strftime("%Y-%m-%dT%H:%M:%S")
         who = {"stage": stage, "pid": os.getpid(), "cwd": os.getcwd(), "since": since}
         with contextlib.suppress(OSError):  # who holds it is a courtesy to whoever waits
-            path.with_suffix(".holder").write_text(json.dumps(who))
+            path.with_suffix(".holder").write_text(json.dumps(who), encoding="utf-8")
         yield
     finally:
         lock.release()

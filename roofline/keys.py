@@ -73,7 +73,7 @@ def code_keys(root: Path = Path(".")) -> dict[str, str]:
     signature = [[str(f.relative_to(root)), st.st_size, st.st_mtime_ns] for f, st in stats]
     cache = root / CODE_CACHE
     try:
-        kept = json.loads(cache.read_text())
+        kept = json.loads(cache.read_text(encoding="utf-8"))
         if kept["signature"] == signature:
             return kept["keys"]
     except (OSError, ValueError, KeyError, TypeError):
@@ -81,7 +81,7 @@ def code_keys(root: Path = Path(".")) -> dict[str, str]:
     keys = {stage: code_key(stage, root) for stage in STAGE_PARAMS}
     if cache.parent.is_dir():  # in a DVC repository; elsewhere nothing is kept
         tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"signature": signature, "keys": keys}))
+        tmp.write_text(json.dumps({"signature": signature, "keys": keys}), encoding="utf-8")
         os.replace(tmp, cache)  # two probes at once: either one's whole file
     return keys
 

@@ -8,10 +8,11 @@ re-renders the deliverables and re-measures nothing."""
 
 import contextlib
 import dataclasses
+import errno
 import json
 import math
 import os
-import tempfile
+import secrets
 import types
 import typing
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from roofline.errors import SchemaError
+from roofline.errors import SchemaError, WriteError
 
 STATUSES = ("measured", "pending", "skipped", "failed")
 # The version of the records' schema this code writes and reads; a record without one is from
@@ -99,11 +100,12 @@ def knob_from_dict(data: Any, where: str) -> KnobMeasurement:
     """A KnobMeasurement from JSON, or SchemaError naming the file, row and field at fault."""
     point = KnobMeasurement(**checked_fields(KnobMeasurement, data, where))
     for side in ("baseline", "variant"):
-        samples = getattr(point, f"{side}_samples_s")
-        if not all(v > 0 for v in samples) or (point.status == "measured") != bool(samples):
+        name = f"{side}_samples_s"
+        samples = check_samples(getattr(point, name), name, where)
+        if (point.status == "measured") != bool(samples):
             raise SchemaError(
-                f"{where}, field {side}_samples_s: {samples!r} for a {point.status} knob; "
-                "allowed: seconds > 0, and only for a measured knob"
+                f"{where}, field {name}: {len(samples)} samples in a {point.status} knob; "
+                f"allowed: one at least in a measured knob, none in another; {RESTORE}"
             )
     return point
 
@@ -165,17 +167,38 @@ def measurement_from_dict(data: Any, where: str) -> Measurement:
     numbers = {k: getattr(point, k) for k in MEASURED_NUMBERS if getattr(point, k) is not None}
     for name, value in numbers.items():
         if value < 0:
-            raise SchemaError(f"{where}, field {name}: {value!r}; allowed: a finite number >= 0")
-    if not all(v > 0 for v in point.samples_s):
-        raise SchemaError(f"{where}, field samples_s: {point.samples_s!r}; allowed: seconds > 0")
-    if point.samples_s:
+            raise SchemaError(
+                f"{where}, field {name}: {value!r}; allowed: a finite number >= 0; {RESTORE}"
+            )
+    if check_samples(point.samples_s, "samples_s", where):
         numbers["samples_s"] = point.samples_s
-    if point.status == "measured":
-        if not point.samples_s or point.check_error is None:
-            raise SchemaError(f"{where}: measured without samples_s or check_error")
-    elif numbers:
-        raise SchemaError(f"{where}: a {point.status} row carries numbers {sorted(numbers)}")
+    if point.status == "measured" and not point.samples_s:
+        raise SchemaError(
+            f"{where}, field samples_s: [] in a measured row; allowed: the seconds of every "
+            f"timed call, one at least; {RESTORE}"
+        )
+    if point.status == "measured" and point.check_error is None:
+        raise SchemaError(
+            f"{where}, field check_error: null in a measured row; allowed: the check's "
+            f"relative error against float64, a number >= 0; {RESTORE}"
+        )
+    if point.status != "measured" and numbers:
+        raise SchemaError(
+            f"{where}: a {point.status} row carries numbers {sorted(numbers)}; {RESTORE}"
+        )
     return point
+
+
+def check_samples(samples: list[float], name: str, where: str) -> list[float]:
+    """Timed calls' seconds (finite numbers, as checked_fields read them), each > 0; SchemaError
+    names the first that is not and how many are not, never the whole list."""
+    low = [v for v in samples if not v > 0]
+    if low:
+        raise SchemaError(
+            f"{where}, field {name}: {len(low)} of its {len(samples)} samples are not > 0, the "
+            f"first {low[0]!r}; allowed: seconds > 0; {RESTORE}"
+        )
+    return samples
 
 
 # What a row's fields must be beyond their types: the kernel's sizes, a dtype this code knows.
@@ -218,6 +241,14 @@ def checked_fields(cls: type, data: Any, where: str) -> dict[str, Any]:
         )
     for name, value in data.items():
         kind = declared[name].type
+        if typing.get_origin(kind) is list and isinstance(value, list):  # samples: the first bad
+            wrong = [v for v in value if not fits(typing.get_args(kind)[0], v)]
+            if wrong:
+                raise SchemaError(
+                    f"{where}, field {name}: {len(wrong)} of its {len(value)} values are not "
+                    f"finite numbers, the first {wrong[0]!r}; allowed: a list of finite "
+                    f"numbers; {RESTORE}"
+                )
         allowed = "a whole number >= 1" if name in SIZES else typing_name(kind)
         if not fits(kind, value) or (name in SIZES and value < 1):
             raise SchemaError(f"{where}, field {name}: {value!r}; allowed: {allowed}; {RESTORE}")
@@ -253,7 +284,7 @@ def check_version(record: Any, path: Path) -> None:
 
 def read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text())
+        return json.loads(path.read_text(encoding="utf-8"))
     except ValueError as err:
         raise SchemaError(
             f"{path} is not valid JSON ({err}); restore it with `uv run dvc checkout --force {path}`"
@@ -268,10 +299,7 @@ def atomic_paths(*paths: Path) -> Iterator[list[Path]]:
     temps = []
     try:
         for path in paths:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=path.suffix)
-            os.close(fd)
-            temps.append(Path(tmp))
+            temps.append(new_file_beside(path))
         yield temps
         for tmp, path in zip(temps, paths, strict=True):
             os.replace(tmp, path)
@@ -279,6 +307,34 @@ def atomic_paths(*paths: Path) -> Iterator[list[Path]]:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
         raise
+
+
+# Refusals to create a file that its folder's permissions, or a read-only file system, make.
+UNWRITABLE = (errno.EACCES, errno.EPERM, errno.EROFS)
+
+
+def new_file_beside(path: Path) -> Path:
+    """A new, empty, hidden file in `path`'s folder (made if missing), created as a plain open()
+    creates one: mode 0o666 less the umask, applied by the OS (tempfile's are 0o600, and reading
+    the umask means changing it for every thread). WriteError where the folder is not writable."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}{path.suffix}")
+            try:
+                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+                return tmp
+            except FileExistsError:
+                continue  # another writer's name: draw again
+    except OSError as err:
+        if err.errno not in UNWRITABLE:
+            raise
+        folder = Path(err.filename).parent if err.filename else path.parent
+        raise WriteError(
+            f"cannot write {path}: {err.strerror} in {folder}. Make that folder writable (its "
+            f"permissions: `chmod u+w {folder}`; or its file system, where it is mounted "
+            "read-only), then run again"
+        ) from err
 
 
 @contextlib.contextmanager
@@ -298,11 +354,11 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 def write_text_atomic(path: Path, text: str) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(text)
+        tmp.write_text(text, encoding="utf-8")
 
 
 def write_texts_atomic(texts: dict[Path, str]) -> None:
     """Several files, all or none (atomic_paths)."""
     with atomic_paths(*texts) as temps:
         for tmp, text in zip(temps, texts.values(), strict=True):
-            tmp.write_text(text)
+            tmp.write_text(text, encoding="utf-8")

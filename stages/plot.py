@@ -1,9 +1,7 @@
 """Stage plot: results.csv + manifest.json -> roofline.png, roofline-sweeps.png and
 roofline.json (the interactive roofline that `dvc plots show` renders); knobs.csv -> knobs.png."""
 
-import json
-
-from roofline.ceilings import load_knobs, load_table
+from roofline.ceilings import load_knobs, load_manifest, load_table
 from roofline.paths import EXPERIMENT
 from roofline.plot import draw, draw_knobs, draw_sweeps, interactive
 from roofline.schema import atomic_paths, json_text
@@ -15,13 +13,13 @@ FIGURES = ("roofline.png", "roofline-sweeps.png", "knobs.png")
 def main() -> None:
     rows = load_table(EXPERIMENT / "results.csv")
     knobs = load_knobs(EXPERIMENT / "knobs.csv")
-    manifest = json.loads((EXPERIMENT / "manifest.json").read_text())
+    manifest = load_manifest(EXPERIMENT / "manifest.json")
     figures = (draw(rows, manifest), draw_sweeps(rows, manifest), draw_knobs(knobs))
     outputs = [EXPERIMENT / name for name in (*FIGURES, "roofline.json")]
     with atomic_paths(*outputs) as (*pngs, data):
         for fig, path in zip(figures, pngs, strict=True):
             fig.savefig(path, dpi=110, metadata={"Software": None})  # no version stamp: stable
-        data.write_text(json_text(interactive(rows, manifest)))
+        data.write_text(json_text(interactive(rows, manifest)), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,7 @@
 """Stage report: results.csv + manifest.json (+ the plot it shows) -> REPORT.md (one page) and
 REPORT-appendix.md (each device's whole story, every point against the roofline's prediction)."""
 
-import json
-
-from roofline.ceilings import load_knobs, load_table
+from roofline.ceilings import load_knobs, load_manifest, load_table
 from roofline.paths import EXPERIMENT
 from roofline.report import appendix, render
 from roofline.schema import write_texts_atomic
@@ -13,7 +11,7 @@ from stages import RENDERED, run
 def main() -> None:
     rows = load_table(EXPERIMENT / "results.csv")
     knobs = load_knobs(EXPERIMENT / "knobs.csv")
-    manifest = json.loads((EXPERIMENT / "manifest.json").read_text())
+    manifest = load_manifest(EXPERIMENT / "manifest.json")
     write_texts_atomic(
         {
             EXPERIMENT / "REPORT.md": render(
