@@ -36,6 +36,9 @@ RUN = {
     "threads": int | None,
 }
 MEMORY = ("bytes_moved", "median_s", "min_s", "max_s", "spread", "gbps")
+# A CPU's cores as its results record found them, where it records them: its computed peak is
+# cores x clock x FLOP per cycle (physical cores, where the probe could tell; null where not).
+CORES = {"logical_cores": "a whole number >= 1", "physical_cores": "a whole number >= 1 or null"}
 
 
 def check_record(record: Any, path: Path, name: str) -> None:
@@ -65,6 +68,24 @@ def check_record(record: Any, path: Path, name: str) -> None:
         if not fits(float, record["memory"].get(field)):
             raise SchemaError(
                 f"{path}, field memory.{field}: {record['memory'].get(field)!r}; {RESTORE}"
+            )
+    if kind == "results":
+        check_cores(record.get("found", {}), path)
+
+
+def check_cores(found: Any, path: Path) -> None:
+    """A measured results record's `found`: a JSON object, and the cores it records (CORES)
+    whole numbers >= 1, never a 0 that would make a CPU's peak nothing."""
+    if not isinstance(found, dict):
+        raise SchemaError(f"{path}, field found: {found!r}; allowed: a JSON object; {RESTORE}")
+    for field, allowed in CORES.items():
+        value = found.get(field)
+        if field not in found or (value is None and "null" in allowed):
+            continue
+        if not fits(int, value) or value < 1:
+            raise SchemaError(
+                f"{path}, field found.{field}: {value!r}; allowed: {allowed} (a CPU's peak is "
+                f"its cores x clock x FLOP per cycle); {RESTORE}"
             )
 
 
@@ -121,6 +142,8 @@ def metrics(table: pd.DataFrame) -> dict[str, Any]:
                 out.setdefault(device, {})[name] = {
                     "tflops": r["achieved_tflops"],
                     "mfu": None if pd.isna(r["mfu"]) else r["mfu"],
+                    # a noisy, short or impossible figure is no result: results.csv says why
+                    "flagged": isinstance(r["flag"], str) and bool(r["flag"]),
                 }
     return out
 

@@ -28,7 +28,7 @@ def _linux_cache_bytes() -> int | None:
     sizes = []
     for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
         try:
-            size = (index / "size").read_text().strip()
+            size = (index / "size").read_text(encoding="utf-8").strip()
         except OSError:
             continue
         unit = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(size[-1], 1)
@@ -36,15 +36,49 @@ def _linux_cache_bytes() -> int | None:
     return max(sizes) if sizes else None
 
 
+def usable_cpus() -> set[int] | None:
+    """The CPUs this process may run on (its affinity: `taskset`, a container's cpuset), or None
+    where the OS does not say (macOS)."""
+    if hasattr(os, "sched_getaffinity"):
+        return set(os.sched_getaffinity(0))
+    import psutil
+
+    process = psutil.Process()
+    return set(process.cpu_affinity()) if hasattr(process, "cpu_affinity") else None
+
+
+def physical_cores_of(cpus: set[int], sysfs: Path = Path("/sys/devices/system/cpu")) -> int | None:
+    """The physical cores these logical CPUs sit on (SMT siblings share one), from Linux's
+    sysfs topology; None where it does not tell."""
+    cores = set()
+    for cpu in cpus:
+        topology = sysfs / f"cpu{cpu}" / "topology"
+        try:
+            package = (topology / "physical_package_id").read_text(encoding="utf-8").strip()
+            core = (topology / "core_id").read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        cores.add((package, core))
+    return len(cores) or None
+
+
 def cpu_facts() -> dict[str, Any]:
     """This CPU as maintained libraries report it on Linux, macOS and Windows alike: py-cpuinfo
-    (model, vendor, family, flags), psutil (cores, memory), platform (OS, architecture)."""
+    (model, vendor, family, flags), psutil (cores, memory), platform (OS, architecture), and
+    joblib the cores this process may use: its affinity and a cgroup CPU quota (a container's)."""
     import cpuinfo
+    import joblib
     import psutil
 
     info = cpuinfo.get_cpu_info()
-    process = psutil.Process()
-    affinity = process.cpu_affinity() if hasattr(process, "cpu_affinity") else None
+    machine = psutil.cpu_count(logical=True) or 1
+    usable = min(joblib.cpu_count(), machine)  # affinity, quota (rounded up), LOKY_MAX_CPU_COUNT
+    cpus = usable_cpus()
+    fenced = usable < machine
+    physical = psutil.cpu_count(logical=False)
+    if fenced:  # the physical cores of the CPUs it may use, no more than the threads it may run
+        inside = physical_cores_of(cpus) if cpus and len(cpus) < machine else None
+        physical = min(inside or usable, usable)
     return {
         "system": platform.system(),
         "machine": platform.machine(),
@@ -56,10 +90,32 @@ def cpu_facts() -> dict[str, Any]:
         "cache_bytes": _linux_cache_bytes()
         or info.get("l3_cache_size")
         or info.get("l2_cache_size"),
-        "usable_cores": len(affinity) if affinity else psutil.cpu_count(logical=True),
-        "physical_cores": psutil.cpu_count(logical=False),
+        "usable_cores": usable,
+        "machine_cores": machine,
+        "fence": fence(usable, machine, cpus) if fenced else None,
+        "physical_cores": physical,
         "memory_bytes": psutil.virtual_memory().total,
     }
+
+
+def fence(usable: int, machine: int, cpus: set[int] | None) -> str:
+    """Why this process may use fewer cores than the machine has, in a reader's words."""
+    if cpus is not None and len(cpus) == usable:
+        return f"CPU affinity: {usable} of {machine} CPUs ({compact(cpus)})"
+    if os.environ.get("LOKY_MAX_CPU_COUNT"):
+        return f"LOKY_MAX_CPU_COUNT={os.environ['LOKY_MAX_CPU_COUNT']}"
+    return f"a CPU quota (cgroup) of at most {usable} of {machine} CPUs"
+
+
+def compact(cpus: set[int]) -> str:
+    """CPU numbers as `taskset -c` writes them: 0-3,6."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
 
 
 def microarchitecture(vendor: str | None, family: int | None, model: int | None) -> str | None:
@@ -83,8 +139,10 @@ def cpu_info(facts: dict[str, Any] | None = None) -> dict[str, Any]:
     flags = set(facts["flags"])
     return {
         "model": facts["brand"],
-        "logical_cores": facts["usable_cores"],
-        "physical_cores": facts["physical_cores"],
+        "logical_cores": facts["usable_cores"],  # the threads a run uses
+        "physical_cores": facts["physical_cores"],  # of those: what the peak counts
+        "machine_cores": facts.get("machine_cores"),
+        "fence": facts.get("fence"),
         "isa": [flag for flag in CPU_FLAGS if flag in flags],
         "microarchitecture": microarchitecture(
             facts["vendor"], facts["family"], facts["model_number"]
@@ -223,11 +281,17 @@ def check_description(described: Any, where: str) -> None:
 BOOT_CACHE = Path(".dvc/tmp/hardware.json")
 
 
+# What joblib reads for the cores a process may use, besides its affinity: a cgroup's CPU quota
+# (v2, v1) and its own variable.
+QUOTA_FILES = (Path("/sys/fs/cgroup/cpu.max"), Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"))
+
+
 def boot() -> dict[str, Any]:
     """What the cached description holds for: this boot, the GPUs CUDA may see, the torch
-    installed (another torch may see other GPUs)."""
+    installed (another torch may see other GPUs), and the CPUs this process may use (a run
+    under `taskset` or a CPU quota has fewer cores than the next one may)."""
     try:
-        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
     except OSError:  # macOS, Windows
         import psutil
 
@@ -236,6 +300,11 @@ def boot() -> dict[str, Any]:
         "boot": boot_id,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "torch": torch_version(),
+        "cpus": sorted(usable_cpus() or []),
+        "cpu_quota": [
+            quota.read_text(encoding="utf-8").strip() for quota in QUOTA_FILES if quota.exists()
+        ]
+        + [os.environ.get("LOKY_MAX_CPU_COUNT")],
     }
 
 
@@ -260,7 +329,7 @@ def live_hardware(cache: Path | None = None) -> dict[str, Any]:
         path = Path(override)
         where = f"{HARDWARE_ENV}={override}"
         try:
-            described = json.loads(path.read_text())
+            described = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise HardwareError(f"{where}: cannot read it as JSON: {err}") from err
         check_description(described, where)
@@ -268,7 +337,7 @@ def live_hardware(cache: Path | None = None) -> dict[str, Any]:
     key = boot() if cache else None
     if cache and cache.exists():
         try:
-            cached = json.loads(cache.read_text())
+            cached = json.loads(cache.read_text(encoding="utf-8"))
         except ValueError:
             cached = {}
         if cached.get("for") == key:
@@ -317,7 +386,13 @@ def identity(kind: str, found: dict[str, Any]) -> dict[str, Any]:
     No clocks, temperatures, driver builds or host names, so re-probing the same machine gives
     the same fingerprint."""
     if kind == "cpu":
-        return {key: found[key] for key in ("model", "logical_cores", "isa")}
+        # The machine's cores, and only where a fence (affinity, a quota) left fewer to this
+        # run, those: a fence is how the machine was run, not another machine (same_machine).
+        machine = found.get("machine_cores") or found["logical_cores"]
+        fenced = (
+            {"usable_cores": found["logical_cores"]} if found["logical_cores"] < machine else {}
+        )
+        return {"model": found["model"], "logical_cores": machine, "isa": found["isa"]} | fenced
     if kind == "mps":
         return {"name": found["name"], "memory_gib": round(found["memory_bytes"] / 2**30)}
     return {
@@ -328,9 +403,21 @@ def identity(kind: str, found: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def same_machine(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Whether two identities are one machine, whatever fence each run had: re-measuring it
+    with another core count overwrites no other machine's results."""
+    if a is None or b is None:
+        return a is b
+    return {k: v for k, v in a.items() if k != "usable_cores"} == {
+        k: v for k, v in b.items() if k != "usable_cores"
+    }
+
+
 def describe(hardware_identity: dict[str, Any]) -> str:
     if "model" in hardware_identity:
-        return f"{hardware_identity['model']} ({hardware_identity['logical_cores']} cores)"
+        usable = hardware_identity.get("usable_cores")
+        fenced = f", {usable} usable" if usable else ""
+        return f"{hardware_identity['model']} ({hardware_identity['logical_cores']} cores{fenced})"
     if "compute_capability" not in hardware_identity:  # Apple's GPU
         return f"{hardware_identity['name']} ({hardware_identity['memory_gib']} GiB shared)"
     return f"{hardware_identity['name']} (sm_{hardware_identity['compute_capability']})"

@@ -29,7 +29,14 @@ from typing import Any, NamedTuple
 import yaml
 
 from roofline.errors import RecordError
-from roofline.hardware import BOOT_CACHE, describe, describe_apart, live_hardware, locate
+from roofline.hardware import (
+    BOOT_CACHE,
+    describe,
+    describe_apart,
+    live_hardware,
+    locate,
+    same_machine,
+)
 from roofline.keys import fingerprint_values, recorded_key
 from roofline.params import STAGE_PARAMS
 from roofline.paths import RECORDS, device_dir, fingerprint_path, results_path
@@ -47,7 +54,7 @@ def lock_stage(name: str, stage: str) -> dict[str, Any]:
     lock = device_dir(name) / "dvc.lock"
     if not lock.exists():
         return {}
-    return (yaml.safe_load(lock.read_text()) or {}).get("stages", {}).get(stage, {})
+    return (yaml.safe_load(lock.read_text(encoding="utf-8")) or {}).get("stages", {}).get(stage, {})
 
 
 def lock_records_results(name: str) -> bool:
@@ -230,7 +237,7 @@ def probe_decision(
             raise RecordError(f"{name}: cannot replace its hardware from a machine without it")
         if never:
             return fresh, f"{name}: nothing on record to replace: the next `dvc repro` measures it"
-        if record["hardware"] == here:
+        if same_machine(record["hardware"], here):
             return fresh, (
                 f"{name}: nothing to replace: its results were measured on this hardware "
                 f"({describe(here)}). To measure it again here: `uv run dvc repro --force "
@@ -251,6 +258,11 @@ def probe_decision(
         )
     if never or record["hardware"] == here:
         return fresh, f"{name}: here ({describe(here)})"
+    if same_machine(record["hardware"], here):  # run with other cores: measured as it runs now
+        return fresh, (
+            f"{name}: here ({describe(here)}); its results were measured with "
+            f"{usable(record['hardware'])} cores usable: measuring it with {usable(here)}"
+        )
     if claimed and claimed.get("hardware") == here:  # taken over with --replace, not measured yet
         return fresh, (
             f"{name}: here ({describe(here)}), taken over from {describe(record['hardware'])}: "
@@ -263,6 +275,10 @@ def probe_decision(
         f"`uv run python -m stages.probe {name} --replace` then `uv run dvc repro` (README: "
         "replacing a device's hardware)."
     )
+
+
+def usable(identity: dict) -> int:
+    return identity.get("usable_cores") or identity["logical_cores"]
 
 
 class Decision(NamedTuple):

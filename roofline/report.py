@@ -84,7 +84,17 @@ def achieved_sentence(head: Any, entry: dict[str, Any]) -> str:
     )
 
 
+def above_peak(head: Any) -> bool:
+    """A figure above its dense peak: its MFU is left blank (roofline.rows.row), never shown."""
+    return pd.isna(head.mfu) and pd.notna(head.peak_tflops)
+
+
 def mfu_sentence(head: Any) -> str:
+    if above_peak(head):
+        return (
+            f"It has no MFU: {head.achieved_tflops:.4g} TFLOP/s is above the dense peak "
+            f"{head.peak_tflops:.4g} TFLOP/s ({head.peak_source}), a bug to find, not a result."
+        )
     if pd.isna(head.mfu):
         return f"It has no MFU: {head.peak_source}."
     return (
@@ -667,6 +677,8 @@ def summary_paragraph(
     mfu = (
         f", MFU {head.mfu:.1%} of the dense {head.peak_tflops:.4g}"
         if pd.notna(head.mfu)
+        else f"; **no MFU: above its dense peak {head.peak_tflops:.4g}**, a bug, not a result"
+        if above_peak(head)
         else "; no MFU, no datasheet peak"
     )
     sentences = [

@@ -173,12 +173,14 @@ def row(
     flags = []
     if peak_tflops:
         out.peak_tflops = peak_tflops
-        out.mfu = mfu(achieved, peak_tflops)
-        if achieved > peak_tflops:
+        if achieved > peak_tflops:  # no MFU above 100% reaches any deliverable as a result
             flags.append(
-                f"above the dense peak ({achieved:.3g} > {peak_tflops:.3g} TFLOP/s): a bug "
-                "in the timing, the FLOP count or the peak, not a result"
+                f"above the dense peak ({achieved:.3g} > {peak_tflops:.3g} TFLOP/s, "
+                f"{mfu(achieved, peak_tflops):.0%}): a bug in the timing, the FLOP count or the "
+                "peak, not a result; MFU left blank"
             )
+        else:
+            out.mfu = mfu(achieved, peak_tflops)
     if point.other_processes:
         flags.append(
             f"shared GPU: other processes computed on it during the window ({point.other_processes})"

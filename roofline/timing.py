@@ -82,7 +82,7 @@ class HostReading:
 def _own_runnable(proc: Path) -> int | None:
     try:
         states = [
-            (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            (task / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
             for task in (proc / "self" / "task").iterdir()
         ]
     except (OSError, IndexError):  # no /proc, or a thread that ended while being read
@@ -90,22 +90,32 @@ def _own_runnable(proc: Path) -> int | None:
     return states.count("R")
 
 
-def read_host(proc: Path = Path("/proc")) -> HostReading:
-    """This process's CPU time, and the machine's runnable threads, stolen and idle time, now."""
+def our_cpus() -> set[int] | None:
+    """The CPUs this process may run on (None where the OS does not say)."""
+    return set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+
+
+def read_host(proc: Path = Path("/proc"), cpus: set[int] | None = None) -> HostReading:
+    """This process's CPU time, and the machine's runnable threads, stolen and idle time, now.
+    Idle and steal are counted over `cpus` (default: those this process may run on), so a
+    competitor on our one CPU under `taskset` is not hidden by the idle CPU we may not use."""
     wall, cpu = time.perf_counter(), time.process_time()
+    cpus = our_cpus() if cpus is None else cpus
     runnable = steal = idle = cores = None
     try:
-        lines = (proc / "stat").read_text().splitlines()
+        lines = (proc / "stat").read_text(encoding="utf-8").splitlines()
     except OSError:
         lines = []
+    tick = os.sysconf("SC_CLK_TCK") if lines else 1  # the values are in clock ticks
     for line in lines:
         name, *values = line.split() or [""]
         if name == "procs_running" and values and int(values[0]) > 0:
             runnable = int(values[0])  # 0 cannot be real: this reader is running (gVisor's is)
-        elif name == "cpu" and len(values) >= 8 and any(int(v) for v in values):
-            tick = os.sysconf("SC_CLK_TCK")  # the values are in clock ticks
-            steal, idle = int(values[7]) / tick, (int(values[3]) + int(values[4])) / tick
-        elif name.startswith("cpu") and name[3:].isdigit():
+        elif not name.startswith("cpu") or name == "cpu" or len(values) < 8:
+            continue
+        elif (cpus is None or int(name[3:]) in cpus) and any(int(v) for v in values):
+            steal = (steal or 0) + int(values[7]) / tick
+            idle = (idle or 0) + (int(values[3]) + int(values[4])) / tick
             cores = (cores or 0) + 1
     own = _own_runnable(proc) if runnable is not None else None
     return HostReading(wall, cpu, runnable, own, steal, idle, cores if steal is not None else None)
@@ -163,17 +173,19 @@ def warmed(timer: Timer, work: Work, warmup: int, warmup_seconds: float) -> list
     """Untimed-for-the-record calls first (library heuristics, caches, clocks ramping): at least
     `warmup` calls, and more until `warmup_seconds` of them ran back to back (clocks settle
     in about a second; a count alone leaves a fast kernel's first samples at cold clocks)."""
-    spent = timer.times(work, 0, warmup) if warmup else []
+    spent = timer.times(work, 0, min(warmup, MAX_CALLS)) if warmup > 0 else []
     while spent and (more := calls_to_fill(warmup_seconds - sum(spent), min(spent), len(spent))):
         spent += timer.times(work, len(spent), more)
     return spent
 
 
 def calls_to_fill(seconds: float, fastest: float, made: int = 0) -> int:
-    """Calls of `fastest` seconds that fill `seconds`, within the cap less the `made` so far."""
-    if seconds <= 0:
+    """Calls of `fastest` seconds that fill `seconds`, within the cap less the `made` so far
+    (none for NaN seconds; the cap for infinite ones)."""
+    if not seconds > 0:
         return 0
-    return max(0, min(math.ceil(seconds / max(fastest, 1e-9)), MAX_CALLS - made))
+    left, wanted = max(0, MAX_CALLS - made), seconds / max(fastest, 1e-9)
+    return math.ceil(wanted) if wanted < left else left
 
 
 def sample(
@@ -195,6 +207,7 @@ def sample(
     # A window by time needs one call's time, however few warm-up calls were asked for.
     warm = warmed(timer, work, max(warmup, 1) if by_time else warmup, warmup_seconds)
     count = max(repeats, calls_to_fill(min_seconds, min(warm))) if warm else repeats
+    count = min(count, MAX_CALLS)  # whatever was asked: the samples are kept in memory
     with (window or contextlib.nullcontext)() as watch:
         start = read_host()
         samples = timer.times(work, len(warm), count)
@@ -206,9 +219,9 @@ def sample(
             samples += timer.times(work, len(warm) + len(samples), more)
         end = read_host()
     timed = host_window(start, end, threads)
+    cap = f"cut by the {MAX_CALLS:,}-call cap"
     if sum(samples) < min_seconds:
-        timed.cut = (
-            f"{sum(samples):.2g} s of the {min_seconds:g} s asked: cut by the "
-            f"{MAX_CALLS:,}-call cap"
-        )
+        timed.cut = f"{sum(samples):.2g} s of the {min_seconds:g} s asked: {cap}"
+    elif repeats > len(samples):
+        timed.cut = f"{len(samples):,} of the {repeats:,} calls asked: {cap}"
     return Timed(samples, watch, timed)
