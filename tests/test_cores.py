@@ -281,3 +281,40 @@ def test_a_fenced_run_measures_one_core_and_a_plain_run_after_it_measures_them_a
     assert all(s.startswith(f"{physical} cores x ") for s in peak_sources())
     assert results(project, "podhost")["status"] == "pending"  # not this machine's
     assert "cpu/dvc.yaml:benchmark" not in dvc(project, "status")  # a third measures nothing
+
+
+@pytest.mark.slow
+def test_a_run_with_a_competitor_throughout_shows_no_mfu_above_100_percent(tmp_path):
+    """The queued pair's failure, played: a peak computed from a clock far too low (set here in
+    conf, as a shared clock window once read it), while another process holds every CPU."""
+    import csv
+    import re
+
+    from tests.machines import clone, make_project, run
+
+    project = clone(make_project(tmp_path), tmp_path / "laptop", pull=False)
+    overrides = [
+        "devices.cpu.skus.any.clock_ghz=0.01",
+        "devices.cpu.shapes=[[256,256,256]]",
+        "bench.min_seconds=0.3",
+    ]
+    run(project, sys.executable, "-m", "roofline.compose", *overrides)
+    with competitors(len(CPUS) or 1):
+        run(project, sys.executable, "-m", "dvc", "repro")
+    out = project / "experiments/x4-roofline"
+    found = json.loads((out / "devices/cpu/results.json").read_text(encoding="utf-8"))
+    # The FMA ceiling shared every window: not used, so it cannot lift the peak either.
+    assert found["fma"]["gflops"] is None and found["fma"]["reason"].startswith("not used")
+    with open(out / "results.csv", encoding="utf-8") as f:
+        rows = [r for r in csv.DictReader(f) if r["device"] == "cpu" and r["status"] == "measured"]
+    assert rows
+    for r in rows:
+        assert r["mfu"] == "" and "above the dense peak" in r["flag"], r
+        assert "noisy window (a shared window" in r["flag"], r
+    metrics = json.loads((out / "metrics.json").read_text(encoding="utf-8"))["cpu"]
+    assert all(m["mfu"] is None and m["flagged"] for m in metrics.values()), metrics
+    pages = (out / "REPORT.md").read_text(encoding="utf-8") + (
+        out / "REPORT-appendix.md"
+    ).read_text(encoding="utf-8")
+    assert "no MFU: above its dense peak" in pages
+    assert all(float(p) <= 100 for p in re.findall(r"MFU[^0-9|]{0,20}?([0-9.]+)%", pages))
