@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from roofline import kinds
 from roofline.dtypes import CPU_FLAGS
 from roofline.errors import HardwareError
+from roofline.timing import our_cpus
 
 if TYPE_CHECKING:  # omegaconf stays optional here: the GPU suite runs without it
     from omegaconf import DictConfig
@@ -39,8 +40,8 @@ def _linux_cache_bytes() -> int | None:
 def usable_cpus() -> set[int] | None:
     """The CPUs this process may run on (its affinity: `taskset`, a container's cpuset), or None
     where the OS does not say (macOS)."""
-    if hasattr(os, "sched_getaffinity"):
-        return set(os.sched_getaffinity(0))
+    if (cpus := our_cpus()) is not None:  # Linux: what the timed windows are read over too
+        return cpus
     import psutil
 
     process = psutil.Process()
@@ -74,11 +75,10 @@ def cpu_facts() -> dict[str, Any]:
     machine = psutil.cpu_count(logical=True) or 1
     usable = min(joblib.cpu_count(), machine)  # affinity, quota (rounded up), LOKY_MAX_CPU_COUNT
     cpus = usable_cpus()
-    fenced = usable < machine
-    physical = psutil.cpu_count(logical=False)
-    if fenced:  # the physical cores of the CPUs it may use, no more than the threads it may run
-        inside = physical_cores_of(cpus) if cpus and len(cpus) < machine else None
-        physical = min(inside or usable, usable)
+    physical = psutil.cpu_count(logical=False) or machine
+    if cpus and len(cpus) < machine:  # the physical cores of the CPUs it may use
+        physical = physical_cores_of(cpus) or min(physical, len(cpus))
+    physical = min(physical, usable)  # ...no more than the threads it may run (a quota)
     return {
         "system": platform.system(),
         "machine": platform.machine(),
@@ -92,7 +92,7 @@ def cpu_facts() -> dict[str, Any]:
         or info.get("l2_cache_size"),
         "usable_cores": usable,
         "machine_cores": machine,
-        "fence": fence(usable, machine, cpus) if fenced else None,
+        "fence": fence(usable, machine, cpus) if usable < machine else None,
         "physical_cores": physical,
         "memory_bytes": psutil.virtual_memory().total,
     }
@@ -206,7 +206,7 @@ def driver_problem(
         f"{'them' if gpus > 1 else 'it'}: "
         f"{why}. Nothing was measured. Either use a host whose driver is >= {need or 'that'} "
         "(`nvidia-smi` shows it: check before you measure), or install a torch built for a CUDA "
-        "that this driver runs: `scripts/pod-setup` does it (README: pods with older drivers)."
+        "that this driver runs: `scripts/pod-setup` does it (docs/several-machines.md: pods with older drivers)."
     )
 
 
