@@ -55,7 +55,7 @@ def judged(name: str, dev: Mapping[str, Any], measured: str | None) -> dict[str,
         out["missing"] = f"no datasheet for {measured!r} in conf/device/{name}.yaml, so no MFU" + (
             " (a MIG slice: a share of its GPU, which no datasheet states)"
             if " MIG " in f" {measured} "
-            else f": add a line under skus with name: {measured} (README: adding a SKU)"
+            else f": add a line under skus with name: {measured} (docs/configuration.md: adding a SKU)"
         )
     # The line the lab's band and done threshold were written for, whichever SKU was measured.
     lab = next((s for s in lines if s.get("lab_band_tflops") or s.get("lab_done_tflops")), None)

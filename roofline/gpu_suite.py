@@ -60,7 +60,7 @@ def match(gpu: dict[str, Any], devices: dict[str, dict[str, Any]]) -> tuple[str,
             return name, sheet
     print(
         f"note: {gpu['name']!r} matches no conf/device/*.yaml: MFU is left blank "
-        "(README: adding a device)"
+        "(docs/configuration.md: adding a device)"
     )
     return gpu["name"], judged(gpu["name"], {"kind": "cuda", "recognise": {}}, gpu["name"])
 

@@ -77,7 +77,7 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
         if not dev.skus:
             errors.append(
                 f"devices.{name}.skus is empty; allowed: datasheet lines, each with the exact "
-                f"name torch reports, or {ANY!r} for any (README: adding a SKU)"
+                f"name torch reports, or {ANY!r} for any (docs/configuration.md: adding a SKU)"
             )
         named = [sku.name for sku in dev.skus.values()]
         for twice in sorted({n for n in named if named.count(n) > 1}):

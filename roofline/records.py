@@ -272,8 +272,8 @@ def probe_decision(
     return record, (
         f"{name}: this machine has {this} but the results on record were measured on "
         f"{that}; keeping them. To measure this machine instead: "
-        f"`uv run python -m stages.probe {name} --replace` then `uv run dvc repro` (README: "
-        "replacing a device's hardware)."
+        f"`uv run python -m stages.probe {name} --replace` then `uv run dvc repro` "
+        "(docs/several-machines.md: replacing a device's hardware)."
     )
 
 

@@ -39,12 +39,12 @@ def remote_of(repo: Repo, name: str | None) -> tuple[str, str]:
         raise ConfigError(
             f"no default DVC remote is set (remotes configured: {known}). Add one with "
             "`uv run dvc remote add -d NAME URL`, or name one with `-r NAME` "
-            "(README: laptop -> pod -> laptop)"
+            "(docs/several-machines.md: laptop -> pod -> laptop)"
         )
     if name not in remotes:
         raise ConfigError(
             f"no DVC remote {name!r}; remotes configured: {known}. Add it with "
-            f"`uv run dvc remote add {name} URL` (README: laptop -> pod -> laptop)"
+            f"`uv run dvc remote add {name} URL` (docs/several-machines.md: laptop -> pod -> laptop)"
         )
     return name, remotes[name]["url"]
 
@@ -98,7 +98,7 @@ def lacking(
         + ". The way out: push the missing outputs from the machine that has them (`uv run "
         "python -m roofline.sync push` there), or re-measure them there (`uv run dvc repro`), "
         "then pull again; `uv run python -m roofline.sync pull --allow-missing` takes what the "
-        "remote has without them (README: Missing and lost records)."
+        "remote has without them (docs/several-machines.md: missing and lost records)."
     )
 
 

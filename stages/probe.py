@@ -102,8 +102,8 @@ def main(argv: list[str] | None = None) -> None:
     for gpu in unmatched_gpus(devices, hardware):
         print(
             f"note: GPU {gpu['name']!r} (sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs) "
-            "matches no device file; to measure it, add conf/device/<name>.yaml (see README: "
-            "adding a device)"
+            "matches no device file; to measure it, add conf/device/<name>.yaml (see "
+            "docs/configuration.md: adding a device)"
         )
     if args.dry_run:
         print("(dry run: nothing written)")

@@ -112,7 +112,7 @@ def make_project(where: Path, remote: str | None = None, **remote_options: str) 
     project.mkdir()
     for part in ("conf", "stages", "roofline", "hydra_plugins"):
         shutil.copytree(ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
-    # Adding a device, as the README says: its conf file and its defaults line.
+    # Adding a device, as docs/configuration.md says: its conf file and its defaults line.
     (project / "conf/device/podhost.yaml").write_text(yaml.safe_dump(PODHOST))
     cfg = yaml.safe_load((project / "conf/config.yaml").read_text())
     kept = ("device@devices.cpu", "device@devices.h100")

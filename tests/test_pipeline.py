@@ -189,7 +189,7 @@ def test_an_upgrade_of_measuring_code_stales_only_the_devices_each_machine_has(s
     dvc(pod, "push")
     git(pod, "add", f"{DEVICES}/podhost/dvc.lock")
     git(pod, "commit", "-qm", "pod: podhost by the new code")
-    git(pod, "restore", ".")  # the renders are the laptop's to commit (README)
+    git(pod, "restore", ".")  # the renders are the laptop's to commit (docs/several-machines.md)
     git(pod, "pull", "-q", "--rebase")
     git(pod, "push", "-q", "origin", "main")
 

@@ -404,7 +404,7 @@ TWO_LINES = {
             "NVIDIA H100 SXM5 96GB",
             None,
             "No datasheet for 'NVIDIA H100 SXM5 96GB' in conf/device/h100.yaml, so no MFU: add a "
-            "line under skus with name: NVIDIA H100 SXM5 96GB (README: adding a SKU).",
+            "line under skus with name: NVIDIA H100 SXM5 96GB (docs/configuration.md: adding a SKU).",
         ),
     ],
 )
