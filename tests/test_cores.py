@@ -296,10 +296,12 @@ def test_a_run_with_a_competitor_throughout_shows_no_mfu_above_100_percent(tmp_p
     overrides = [
         "devices.cpu.skus.any.clock_ghz=0.01",
         "devices.cpu.shapes=[[256,256,256]]",
-        "bench.min_seconds=0.3",
+        "bench.min_seconds=0.2",
     ]
     run(project, sys.executable, "-m", "roofline.compose", *overrides)
-    with competitors(len(CPUS) or 1):
+    # One process fewer than the CPUs already leaves every window at most (n)/(2n - 1) of a
+    # CPU (2/3 on two), and slows the other tests running beside it less.
+    with competitors(max(1, len(CPUS) - 1)):
         run(project, sys.executable, "-m", "dvc", "repro")
     out = project / "experiments/x4-roofline"
     found = json.loads((out / "devices/cpu/results.json").read_text(encoding="utf-8"))
