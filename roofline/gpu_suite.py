@@ -196,9 +196,15 @@ def timing_check(target: Target, size: int, bench: Bench, harness_s: float | Non
         turn = itertools.count()
         out["do_bench_s"] = do_bench_seconds(lambda: ready.call(next(turn)))
         calls = max(1, round(bench.min_seconds / harness_s))
-        loop = lambda _: [ready.call(i) for i in range(calls)]  # noqa: E731
+
+        def loop(_: int) -> None:
+            for i in range(calls):
+                ready.call(i)  # each output dropped as the next is made, as in the benchmark
+
         timer.times(loop, 0, 1)  # warm
+        target.kind.peak_memory(reset=True)
         out["bare_loop_s"] = timer.times(loop, 0, 1)[0] / calls
+        out["bare_loop_peak_bytes"] = target.kind.peak_memory()
     except CALL_ERRORS as err:
         out["error"] = raised(err)
     flops = ar.matmul_flops(size, size, size)
@@ -217,6 +223,8 @@ def timing_check(target: Target, size: int, bench: Bench, harness_s: float | Non
             lines.append(rate)
         elif value is not None:
             lines.append(f"  {what:<34}{value}")
+    if "bare_loop_peak_bytes" in out:
+        lines.append(f"  bare loop's peak memory: {out['bare_loop_peak_bytes'] / 2**20:.0f} MiB")
     if "error" in out:
         lines.append(f"  failed: {out['error']}")
     print("\n".join(lines), flush=True)

@@ -28,6 +28,18 @@ class Unavailable(Exception):
 Monitor = Callable[[], contextlib.AbstractContextManager]
 
 
+class Replay:
+    """A CUDA graph's replay as a timed call. It holds the captured call, and so the tensors
+    the graph reads: a graph does not own its inputs, and replaying over freed memory reads
+    whatever the allocator put there since (or faults)."""
+
+    def __init__(self, graph: Any, captured: Work) -> None:
+        self.graph, self.captured = graph, captured
+
+    def __call__(self, _: int) -> None:
+        self.graph.replay()
+
+
 class Kind:
     """The CPU, and what every kind does unless it says otherwise."""
 
@@ -50,7 +62,7 @@ class Kind:
     def tunable(self, enabled: bool, results: Path) -> contextlib.AbstractContextManager:
         raise Unavailable(f"{self.name} has no TunableOp")
 
-    def tuned_solutions(self) -> list[str]:
+    def tuned_solutions(self) -> list[tuple[str, str]]:
         return []
 
     def monitor(self) -> Monitor | None:
@@ -136,36 +148,54 @@ class Cuda(Kind):
             for i in range(sets):
                 call(i)
         self.synchronize()
-        return lambda _: graph.replay()
+        return Replay(graph, call)
 
     def tunable(self, enabled: bool, results: Path) -> contextlib.AbstractContextManager:
-        """TunableOp on (searching the GEMM solutions this build registers, its results written
-        to `results` on leaving) or off."""
+        """TunableOp on (searching the GEMM solutions this build offers, each result appended
+        to `results` as it is found, as torch 2.15 does) or off."""
         tuning = getattr(self.cuda, "tunable", None)
         if tuning is None:
             raise Unavailable("this torch has no TunableOp (torch.cuda.tunable)")
 
         @contextlib.contextmanager
         def switch() -> Iterator[None]:
-            # Written here on leaving, never at exit: `results` may be gone by then.
-            tuning.write_file_on_exit(False)
             tuning.set_filename(str(results))
             tuning.enable(enabled)
             tuning.tuning_enable(enabled)
             try:
                 yield
             finally:
-                if enabled:
-                    tuning.write_file(str(results))
                 tuning.tuning_enable(False)
                 tuning.enable(False)
 
         return switch()
 
-    def tuned_solutions(self) -> list[str]:
-        """The solutions TunableOp picked so far (torch.cuda.tunable.get_results())."""
+    def tunable_offers(self) -> tuple[int, str]:
+        """How many GEMM solutions TunableOp searches on this build, at most, and which."""
+        import torch
+
         tuning = getattr(self.cuda, "tunable", None)
-        return [str(result[2]) for result in tuning.get_results()] if tuning else []
+        if tuning is None:
+            return 0, "none (this torch has no torch.cuda.tunable)"
+        if torch.version.hip:
+            return 0, "rocBLAS's and hipBLASLt's solutions (ROCm)"
+        count = getattr(tuning, "get_cublaslt_requested_algo_count", None)
+        if count is None:  # torch before the cuBLASLt candidates: cuBLAS's own call only
+            return 1, "'Default' (cuBLAS's own call) only"
+        n = count()
+        return 1 + n, f"'Default' and up to {n} cuBLASLt heuristic candidates"
+
+    def tuned_solutions(self) -> list[tuple[str, str]]:
+        """What TunableOp picked so far, as (operator, solution): the operator names the dtype
+        and layout, e.g. GemmTunableOp_Half_TN (torch.cuda.tunable.get_results())."""
+        tuning = getattr(self.cuda, "tunable", None)
+        return [(str(r[0]), str(r[2])) for r in tuning.get_results()] if tuning else []
+
+    def peak_memory(self, reset: bool = False) -> int:
+        """The most memory torch's allocator held on this GPU since the last reset (bytes)."""
+        if reset:
+            self.cuda.reset_peak_memory_stats(self.index)
+        return self.cuda.max_memory_allocated(self.index)
 
     def monitor(self) -> Monitor | None:
         if self.handle is None:

@@ -211,20 +211,24 @@ def gpu_knobs(
         )
 
     def tunable_op() -> tuple[Side, Side]:
+        offered, which = kind.tunable_offers()
+        if offered == 1:
+            # Both sides would be the same kernel, and a ~1.0x would read as a knob that does
+            # nothing; torch before 2.15 offered cuBLAS's own call only on CUDA.
+            raise Unavailable(
+                f"TunableOp offers 1 solution on this build ({which}): nothing to tune"
+            )
         heuristic = side(
             "cuBLASLt's heuristic", "float16", shape, around=lambda: kind.tunable(False, tuning)
         )
+        picked = len(kind.tuned_solutions())
         tuned = side(
             "TunableOp's search", "float16", shape, around=lambda: kind.tunable(True, tuning)
         )
-        found = kind.tuned_solutions()
-        if not [name for name in found if name != "Default"]:
-            # CUDA builds of torch register only cuBLAS's own call ("Default"): the two sides
-            # would be the same kernel, and a ~1.0x would read as a knob that does nothing.
-            raise Unavailable(
-                f"TunableOp offers only the 'Default' solution on this build (it found "
-                f"{found or 'none'}): there is nothing to tune; it searches solutions on ROCm"
-            )
+        # What its search of this shape picked (float64's product check is tuned too).
+        won = [name for op, name in kind.tuned_solutions()[picked:] if "_Half_" in op]
+        won = ", ".join(won) or "what it had found before"
+        tuned.label = f"TunableOp's search of {which}, which picked {won}"
         return heuristic, tuned
 
     def graph() -> tuple[Side, Side]:

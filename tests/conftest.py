@@ -140,4 +140,5 @@ def played(monkeypatch):
     def play(machine: str = "h100", **changes):
         return played_cuda.install({"like": machine, **changes}, monkeypatch.setattr)
 
-    return play
+    yield play
+    played_cuda.uninstall()  # the played device's dispatch mode, before monkeypatch undoes

@@ -125,13 +125,16 @@ def test_gpu_check_runs_the_cuda_tests_and_the_suite_and_writes_every_row(tmp_pa
         ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fn"), "measured"
     )
     knobs = {k["knob"]: k for k in suite["knobs"]}
-    assert len(knobs) == 7 and knobs["cuBLASLt -> TunableOp"]["status"] == "skipped"
+    assert len(knobs) == 7
+    assert knobs["cuBLASLt -> TunableOp"]["variant"].startswith("TunableOp's search of 'Default'")
     # The lab's residency shape (16.6 MiB) does not fit twice in this played 1 MiB L2.
     assert "does not fit twice" in knobs["rotated -> L2-resident"]["reason"]
-    measured = [k for k in knobs if "TunableOp" not in k and "L2" not in k]
+    measured = [k for k in knobs if "L2" not in k]
     assert all(knobs[k]["status"] == "measured" for k in measured), knobs
     timing = suite["timing_check"]
     assert timing["harness_s"] > 0 and timing["bare_loop_s"] > 0
+    assert 0 < timing["bare_loop_peak_bytes"] < 2 << 20  # the operands, one output at a time
+    assert "bare loop's peak memory" in out
     assert timing["do_bench_s"].startswith("absent")  # no triton driver on the stand-in
     assert "triton do_bench" in out and "bare loop, 2 events" in out and "harness/this" in out
 
@@ -249,19 +252,13 @@ def knobs():
     return {r["knob"]: r for r in rows}, tuning
 
 
-def test_tunableop_with_only_the_default_solution_is_skipped_and_writes_nothing_at_exit(played):
-    state = played("small_l2")
-    rows, _ = knobs()
-    tunable = rows["cuBLASLt -> TunableOp"]
-    assert tunable["status"] == "skipped" and "only the 'Default' solution" in tunable["reason"]
-    assert state.tunable["on_exit"] is False  # nothing written into a folder that is gone
-    assert state.tunable["enabled"] is False
-
-
-def test_tunableop_with_solutions_to_search_is_measured_and_checked_inside_its_context(
+def test_tunableop_on_the_played_h100_is_measured_and_says_what_it_searched_and_picked(
     played, monkeypatch
 ):
-    state = played("small_l2", tunable_solutions=["Default", "Gemm_Hipblaslt_1234"])
+    # torch 2.15 offers cuBLASLt's heuristic candidates beside "Default" on CUDA: when
+    # "Default" wins, the knob is still measured (it was skipped, and before that it raised
+    # on write_file_on_exit, which torch 2.15 does not have).
+    state = played("small_l2")
     import roofline.knobs
 
     checked_with = []
@@ -273,9 +270,37 @@ def test_tunableop_with_solutions_to_search_is_measured_and_checked_inside_its_c
 
     monkeypatch.setattr(roofline.knobs, "prepare_matmul", spy)
     rows, tuning = knobs()
-    assert rows["cuBLASLt -> TunableOp"]["status"] == "measured"
+    tunable = rows["cuBLASLt -> TunableOp"]
+    assert tunable["status"] == "measured", tunable["reason"]
+    assert tunable["variant"] == (
+        "TunableOp's search of 'Default' and up to 8 cuBLASLt heuristic candidates, "
+        "which picked Default"
+    )
     assert True in checked_with  # the tuned side was checked with TunableOp on
-    assert "Gemm_Hipblaslt_1234" in tuning
+    assert "GemmTunableOp_Half_NN,nn_64_64,Default" in tuning  # appended as it was found
+    assert state.tunable["enabled"] is False and state.tunable["tuning"] is False
+
+
+def test_tunableop_says_which_solution_its_search_picked(played):
+    played("small_l2", tunable_winner="Gemm_Cublaslt_played_3")
+    rows, _ = knobs()
+    assert rows["cuBLASLt -> TunableOp"]["variant"].endswith("which picked Gemm_Cublaslt_played_3")
+
+
+def test_tunableop_is_skipped_with_its_count_where_the_build_offers_one_solution(
+    played, monkeypatch
+):
+    import torch
+
+    played("small_l2")  # a torch before the cuBLASLt candidates: cuBLAS's own call only
+    monkeypatch.delattr(torch.cuda.tunable, "get_cublaslt_requested_algo_count")
+    rows, _ = knobs()
+    tunable = rows["cuBLASLt -> TunableOp"]
+    assert tunable["status"] == "skipped"
+    assert tunable["reason"] == (
+        "TunableOp offers 1 solution on this build ('Default' (cuBLAS's own call) only): "
+        "nothing to tune"
+    )
 
 
 def test_the_residency_knob_replays_both_sides_from_graphs_captured_on_their_stream(played):
@@ -286,10 +311,9 @@ def test_the_residency_knob_replays_both_sides_from_graphs_captured_on_their_str
     assert residency["baseline"].startswith("rotated over ") and residency["variant"] == (
         "resident in L2"
     )
-    # Every graph (eager -> graph, both residency sides) captured on the stream it warmed on.
-    assert len(state.captured_on) == 3
-    assert all(s is not None for s in state.captured_on)
-    assert state.captured_on == state.streams_used[-3:]
+    # Every graph (eager -> graph, both residency sides) captured on a stream of its own,
+    # which its calls warmed up first (the stand-in refuses a capture that was not).
+    assert len(state.captured_on) == 3 and len({id(s) for s in state.captured_on}) == 3
 
 
 def test_a_call_under_the_graph_threshold_is_also_timed_from_a_graph_and_the_faster_kept(

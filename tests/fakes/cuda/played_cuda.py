@@ -1,26 +1,39 @@
-"""A CUDA stand-in: torch.cuda and NVML played on this CPU, so the GPU path runs end to end in
-CI through the same seam a real GPU uses (roofline.kinds). Tensors stay on the CPU; events read
-the host clock when recorded (CPU work is synchronous, so that is the work's time); a CUDA graph
-records the torch calls made while it is captured and replays them; TunableOp registers only
-"Default", as CUDA builds of torch do; NVML answers from the machine described below.
+"""A CUDA stand-in: torch.cuda played on this CPU, so the GPU path runs end to end in CI
+through the same seam a real GPU uses (roofline.kinds). It is meant to be as strict as a GPU,
+never friendlier (tests/test_conformance.py holds it to the installed torch):
+
+- tensors stay on the CPU, and every op runs under a dispatch mode that plays the device:
+  its memory (the real size torch reports; past it, torch.OutOfMemoryError), cuBLAS's
+  warm-up before a capture, host reads refused inside one, float8's layout rules, TunableOp;
+- events time the host clock when recorded (CPU work is synchronous, so that is the work's
+  time), and answer only between two timing events, both recorded and synchronised;
+- a CUDA graph records the ops captured and replays them over its inputs' memory, which it
+  does not keep alive (a replay after they were freed fails, as it may on a GPU);
+- TunableOp is torch's own Python module over played C++ hooks: it offers "Default" and the
+  cuBLASLt candidates torch 2.15 requests, and appends its results to its file;
+- NVML (pynvml.py beside this file) answers from the machine described below.
 
 Selected from outside the process, as tests/fakes/old_driver is: put this folder first on
 PYTHONPATH (its sitecustomize installs the stand-in in every Python process started so) and
-name the machine in $PLAYED_MACHINE (default h100). In-process, `install(machine, setattr)`."""
+name the machine in $PLAYED_MACHINE (default h100). In-process, `install(machine, setattr)`
+then `uninstall()` (tests/conftest.py's `played` fixture does both)."""
 
 import contextlib
 import json
 import os
 import time
+import weakref
 from pathlib import Path
-from types import SimpleNamespace
+
+MIB = 1 << 20
 
 H100_SXM = {
     "name": "NVIDIA H100 80GB HBM3",
     "capability": [9, 0],
     "sm_count": 132,
-    "memory_bytes": 85 << 30,
-    "l2_bytes": 50 << 20,
+    # What torch reports on an H100 80GB HBM3 pod: total_memory=81089MB (79.2 GiB), not 80 GB.
+    "memory_bytes": 81089 * MIB,
+    "l2_bytes": 50 * MIB,
     "uuid": "8f0e2d6a-0000-4000-8000-000000000001",
     "power_limit_w": 700.0,
     "max_sm_mhz": 1980,
@@ -34,6 +47,7 @@ H100_PCIE = dict(
     H100_SXM,
     name="NVIDIA H100 PCIe",
     sm_count=114,
+    memory_bytes=81008 * MIB,  # torch's total_memory=81008MB on an H100 PCIe
     uuid="8f0e2d6a-0000-4000-8000-000000000002",
     power_limit_w=350.0,
     max_sm_mhz=1755,
@@ -44,8 +58,8 @@ A100_MIG = {
     "name": "NVIDIA A100-SXM4-80GB MIG 3g.40gb",
     "capability": [8, 0],
     "sm_count": 42,
-    "memory_bytes": 40 << 30,
-    "l2_bytes": 20 << 20,
+    "memory_bytes": 40 << 30,  # the 3g.40gb profile's nominal size
+    "l2_bytes": 20 * MIB,
     "uuid": "5c1b7e00-0000-4000-8000-00000000000a",
     "mig_parent": {
         "name": "NVIDIA A100-SXM4-80GB",
@@ -61,6 +75,7 @@ A100_MIG = {
 }
 
 # Machines to play: a list of physical GPUs (NVML's order) and how the host's NVML behaves.
+# TunableOp's played search picks "tunable_winner" (default "Default": cuBLAS's own call won).
 MACHINES = {
     # An H100 SXM pod with a recent driver: every NVML field answers.
     "h100": {"driver": "580.65.06", "gpus": [H100_SXM]},
@@ -80,7 +95,7 @@ MACHINES = {
     # One MIG slice of an A100: its own UUID; power and clocks are its parent's.
     "mig": {"driver": "580.65.06", "gpus": [A100_MIG]},
     # An H100 with a 1 MiB L2: tiny test shapes rotate over a few operand sets, not 4096.
-    "small_l2": {"driver": "580.65.06", "gpus": [dict(H100_SXM, l2_bytes=1 << 20)]},
+    "small_l2": {"driver": "580.65.06", "gpus": [dict(H100_SXM, l2_bytes=1 * MIB)]},
     # A shared GPU: another process computes on it.
     "shared": {
         "driver": "580.65.06",
@@ -91,6 +106,25 @@ MACHINES = {
 
 HOST_PID_OFFSET = 700_000  # how far a sandbox's host numbers this process
 
+# What a GPU refuses, in the words of torch and the CUDA runtime.
+CAPTURING = "CUDA error: operation not permitted when stream is capturing"
+NOT_WARMED = (
+    "CUDA error: operation not permitted when stream is capturing (played: cuBLAS met this "
+    "{op} for the first time inside a capture; its handle and workspace are made on first use, "
+    "so warm it up on the capture stream before capturing)"
+)
+FREED = (
+    "CUDA error: an illegal memory access was encountered (played: a CUDA graph replayed over "
+    "an input freed since its capture; a graph does not keep its inputs alive)"
+)
+GEMMS = {"mm", "addmm", "bmm", "baddbmm", "_scaled_mm", "_scaled_mm_v2"}
+TUNABLE_DTYPES = {
+    "float16": "Half",
+    "bfloat16": "BFloat16",
+    "float32": "float",
+    "float64": "double",
+}
+
 
 def machine(name: str | dict | None = None) -> dict:
     """The machine to play: a name of MACHINES, a JSON file of the same form, or the dict; one
@@ -99,7 +133,7 @@ def machine(name: str | dict | None = None) -> dict:
         name = name or os.environ.get("PLAYED_MACHINE", "h100")
         if not name.endswith(".json"):
             return MACHINES[name]
-        name = json.loads(Path(name).read_text())
+        name = json.loads(Path(name).read_text(encoding="utf-8"))
     changes = dict(name)
     like = changes.pop("like", None)
     return {**MACHINES[like], **changes} if like else changes
@@ -115,8 +149,19 @@ class State:
         self.started = time.perf_counter()
         self.captured_on: list = []  # the stream each CUDA graph was captured on
         self.streams_used: list = []  # streams entered with torch.cuda.stream
-        self.tunable = {"enabled": False, "tuning": False, "file": "", "on_exit": True}
-        self.tuned: list[tuple] = []
+        self.capture: CUDAGraph | None = None  # the graph being captured, if one is
+        self.warmed: set[tuple[int, str]] = set()  # (stream, op) run outside a capture
+        self.unsynced: list[Event] = []  # events recorded since the last synchronise
+        self.fast_accum: list[bool] = []  # use_fast_accum of each float8 matmul
+        self.memory = {"in_use": 0, "peak": 0, "blocks": {}}
+        self.tunable = {
+            "enabled": False,
+            "tuning": False,
+            "file": "tunableop_results.csv",
+            "algo_count": 8,  # torch 2.15's default (PYTORCH_TUNABLEOP_CUBLASLT_...)
+            "results": {},  # (op, params) -> (solution, ms), as get_results() lists them
+        }
+        self.mode = None
 
     def visible(self) -> list[int]:
         """Physical indices torch sees, in its order (CUDA_VISIBLE_DEVICES)."""
@@ -126,6 +171,9 @@ class State:
             return every
         return [int(i) for i in chosen.split(",") if i.strip().isdigit() and int(i) in every]
 
+    def total_memory(self) -> int:
+        return gpu(self.visible()[self.current])["memory_bytes"]
+
 
 state: State | None = None
 
@@ -134,130 +182,349 @@ def gpu(physical: int) -> dict:
     return state.machine["gpus"][physical]
 
 
+# ---- the device: every op on a played tensor ---------------------------------------------------
+
+
+def _tensors(values: object) -> list:
+    import torch
+    from torch.utils._pytree import tree_leaves
+
+    if isinstance(values, torch.Tensor):
+        return [values]
+    return [v for v in tree_leaves(values) if isinstance(v, torch.Tensor)]
+
+
+def _address(tensor: object) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def _op(func: object) -> str:
+    return func.overloadpacket.__name__
+
+
+def _arguments(func: object, args: tuple, kwargs: dict) -> dict:
+    """An op's arguments by the names of its schema."""
+    names = [a.name for a in func._schema.arguments]
+    return dict(zip(names, args, strict=False)) | kwargs
+
+
+def _check_scaled_mm(a: object, b: object, scales: list) -> None:
+    """What cuBLASLt's float8 matmul requires of its operands, as torch checks it on CUDA."""
+    if a.stride(-1) != 1:
+        raise RuntimeError("mat_a must be row-major (contiguous) for a float8 matmul on CUDA")
+    if b.stride(0) != 1:
+        raise RuntimeError("mat_b must be column-major for a float8 matmul on CUDA")
+    if a.shape[1] % 16 or b.shape[0] % 16 or b.shape[1] % 16:
+        raise RuntimeError(
+            f"mat1 shape ({a.shape[0]}x{a.shape[1]}) and mat2 shape ({b.shape[0]}x{b.shape[1]})"
+            " must be divisible by 16 for a float8 matmul on CUDA"
+        )
+    m, n = a.shape[0], b.shape[1]
+    for scale, rows in zip(scales, ((m, 1), (1, n)), strict=True):
+        if scale.dtype.is_floating_point and scale.numel() == 1:
+            continue  # tensor-wise
+        if tuple(scale.shape) != rows:
+            raise RuntimeError(
+                f"a scale of shape {tuple(scale.shape)}: CUDA takes one float32 scale per tensor "
+                f"or one per row of A and column of B ({m}x1 and 1x{n})"
+            )
+
+
+def _before(func: object, args: tuple, kwargs: dict) -> None:
+    """Refuse what a GPU refuses before running an op."""
+    op = _op(func)
+    if state.capture is not None:
+        if op == "_local_scalar_dense":  # .item(): a host read of a value not computed yet
+            raise RuntimeError(CAPTURING)
+        if op in GEMMS and (id(current_stream()), op) not in state.warmed:
+            raise RuntimeError(NOT_WARMED.format(op=op))
+    if op.startswith("_scaled_mm"):
+        named = _arguments(func, args, kwargs)
+        a, b = named.get("self", named.get("mat_a")), named.get("mat2", named.get("mat_b"))
+        scales = [named["scale_a"], named["scale_b"]]
+        scales = [s[0] if isinstance(s, list | tuple) else s for s in scales]
+        _check_scaled_mm(a, b, scales)
+        state.fast_accum.append(bool(named.get("use_fast_accum", False)))
+
+
+def _allocate(outputs: list) -> None:
+    """Account the new blocks of an op's outputs against the played GPU's memory."""
+    import torch
+
+    memory = state.memory
+    for tensor in outputs:
+        storage = tensor.untyped_storage()
+        address, size = storage.data_ptr(), storage.nbytes()
+        if address == 0 or address in memory["blocks"]:
+            continue
+        total = state.total_memory()
+        if memory["in_use"] + size > total:
+            free = total - memory["in_use"]
+            raise torch.OutOfMemoryError(
+                f"CUDA out of memory. Tried to allocate {size / 2**30:.2f} GiB. GPU "
+                f"{state.current} has a total capacity of {total / 2**30:.2f} GiB of which "
+                f"{free / 2**30:.2f} GiB is free. (played)"
+            )
+        memory["blocks"][address] = size
+        memory["in_use"] += size
+        memory["peak"] = max(memory["peak"], memory["in_use"])
+        weakref.finalize(storage, _free, address, size)
+
+
+def _free(address: int, size: int) -> None:
+    if state is not None and state.memory["blocks"].pop(address, None) is not None:
+        state.memory["in_use"] -= size
+
+
+def _tune(func: object, args: tuple) -> None:
+    """TunableOp on a GEMM: a shape met for the first time while tuning is searched (the played
+    winner recorded, and appended to the results file as torch 2.15 does)."""
+    tunable = state.tunable
+    if not (tunable["enabled"] and _op(func) in GEMMS):
+        return
+    a, b = args[-2:] if _op(func) in ("addmm", "baddbmm") else args[:2]
+    name = TUNABLE_DTYPES.get(str(a.dtype).removeprefix("torch."), str(a.dtype))
+    layout = ("T" if a.stride(-1) != 1 else "N") + ("T" if b.stride(-1) != 1 else "N")
+    key = (f"GemmTunableOp_{name}_{layout}", f"{layout.lower()}_{b.shape[-1]}_{a.shape[-2]}")
+    if not tunable["tuning"] or key in tunable["results"]:
+        return
+    winner = state.machine.get("tunable_winner", "Default")
+    tunable["results"][key] = (winner, 0.01)
+    if tunable["file"]:
+        with open(tunable["file"], "a", encoding="utf-8") as results:
+            results.write(f"{key[0]},{key[1]},{winner},0.01\n")
+
+
+def _device_mode():
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Device(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            _before(func, args, kwargs)
+            _tune(func, args)
+            out = func(*args, **kwargs)
+            outputs = _tensors(out)
+            _allocate(outputs)
+            if state.capture is not None:
+                state.capture._record(func, args, kwargs, outputs)
+            else:
+                state.warmed.add((id(current_stream()), _op(func)))
+            return out
+
+    return Device()
+
+
 # ---- torch.cuda, played ---------------------------------------------------------------------
 
 
-class Event:
-    def __init__(self, enable_timing: bool = False, **_: object) -> None:
-        self.at: float | None = None
+def _not_capturing() -> None:
+    if state.capture is not None:
+        raise RuntimeError(CAPTURING)
 
-    def record(self, stream: object = None) -> None:
-        self.at = time.perf_counter()
+
+class Event:
+    def __init__(self, enable_timing=False, blocking=False, interprocess=False, external=False):
+        self.timing, self.at, self.done = enable_timing, None, False
+
+    def record(self, stream=None) -> None:
+        self.at, self.done = time.perf_counter(), False
+        state.unsynced.append(self)
 
     def synchronize(self) -> None:
-        pass
+        _not_capturing()
+        self.done = self.at is not None
 
-    def query(self) -> bool:
+    def query(self):
+        # The work before it ran synchronously on the CPU: it is complete once asked.
+        self.done = self.at is not None
         return True
 
-    def elapsed_time(self, end: "Event") -> float:
-        if self.at is None or end.at is None:
-            raise RuntimeError("CUDA error: device not ready (an event was never recorded)")
-        return (end.at - self.at) * 1e3  # milliseconds, as torch's
+    def elapsed_time(self, end_event: "Event"):
+        # torch's CUDAEvent::elapsed_time checks, in its order and words.
+        if not (self.timing and end_event.timing):
+            raise RuntimeError("Both events must be created with argument 'enable_timing=True'.")
+        if self.at is None or end_event.at is None:
+            raise RuntimeError("Both events must be recorded before calculating elapsed time.")
+        if not (self.done and end_event.done):
+            raise RuntimeError("Both events must be completed before calculating elapsed time.")
+        return (end_event.at - self.at) * 1e3  # milliseconds, as torch's
+
+
+def _synchronize_all() -> None:
+    _not_capturing()
+    for event in state.unsynced:
+        event.done = True
+    state.unsynced.clear()
 
 
 class Stream:
-    def wait_stream(self, other: "Stream") -> None:
+    def __init__(self, device=None, priority=0, **kwargs) -> None:
+        pass
+
+    def wait_stream(self, stream) -> None:
         pass
 
     def synchronize(self) -> None:
-        pass
+        _synchronize_all()
+
+    def query(self) -> bool:
+        return True
 
 
 DEFAULT_STREAM = Stream()
 _current_stream = [DEFAULT_STREAM]
 
 
-def current_stream(device: object = None) -> Stream:
+def current_stream(device=None) -> Stream:
     return _current_stream[-1]
 
 
 @contextlib.contextmanager
-def stream(s: Stream):
-    state.streams_used.append(s)
-    _current_stream.append(s)
+def stream(stream):
+    state.streams_used.append(stream)
+    _current_stream.append(stream)
     try:
         yield
     finally:
         _current_stream.pop()
 
 
-class CUDAGraph:
-    """A graph as the torch calls made while it was captured, replayed in order."""
+def synchronize(device=None) -> None:
+    _synchronize_all()
+    state.contexts.add(state.visible()[state.current])
 
-    def __init__(self) -> None:
-        self.calls: list[tuple] = []
+
+class CUDAGraph:
+    """The ops captured, replayed in order. Its own outputs live in its pool (kept, as a real
+    graph keeps them); its inputs are only their memory's address, held by a weak reference."""
+
+    def __init__(self, keep_graph=False) -> None:
+        self.ops: list[tuple] = []
+        self.pool: dict[int, object] = {}  # address -> a tensor the graph allocated
+        self.inputs: set[int] = set()  # addresses of the memory it reads and does not own
+
+    def _record(self, func: object, args: tuple, kwargs: dict, outputs: list) -> None:
+        args, kwargs = self._spec(args), self._spec(kwargs)
+        # An output in an input's memory (a view of it) is that input's: not the graph's.
+        kept = [t if _address(t) not in self.inputs else None for t in outputs]
+        for tensor in kept:
+            if tensor is not None:
+                self.pool.setdefault(_address(tensor), tensor)
+        self.ops.append((func, args, kwargs, kept))
+
+    def _spec(self, values: object) -> object:
+        import torch
+        from torch.utils._pytree import tree_map
+
+        def spec(value: object) -> object:
+            if not isinstance(value, torch.Tensor):
+                return value
+            storage = value.untyped_storage()
+            if storage.data_ptr() in self.pool:
+                return value  # the graph's own memory
+            self.inputs.add(storage.data_ptr())
+            where = (value.dtype, value.shape, value.stride(), value.storage_offset())
+            return Input(weakref.ref(storage), *where)
+
+        return tree_map(spec, values)
 
     def replay(self) -> None:
-        for func, args, kwargs in self.calls:
-            func(*args, **kwargs)
+        import torch
+
+        # A replay launches what was captured: it allocates nothing and meets no cuBLAS call
+        # for the first time, so the device's dispatch mode is not in it.
+        with torch._C._DisableTorchDispatch():
+            for func, args, kwargs, outputs in self.ops:
+                named = dict(zip(kwargs, _rebuilt(kwargs.values()), strict=True))
+                out = func(*_rebuilt(args), **named)
+                for kept, new in zip(outputs, _tensors(out), strict=False):
+                    if kept is not None and kept.data_ptr() != new.data_ptr():
+                        kept.copy_(new)  # into the graph's memory, where a replay writes
 
 
-def _recorder(calls: list):
-    from torch.overrides import TorchFunctionMode
+def _rebuilt(values: object) -> list:
+    """Captured arguments with each input's tensor made again over its memory (one level of
+    lists deep, as aten's arguments are)."""
+    out = []
+    for value in values:
+        if isinstance(value, Input):
+            value = value.tensor()
+        elif isinstance(value, list | tuple):
+            value = [v.tensor() if isinstance(v, Input) else v for v in value]
+        out.append(value)
+    return out
 
-    class Record(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            calls.append((func, args, kwargs or {}))
-            return func(*args, **(kwargs or {}))
 
-    return Record()
+class Input:
+    """A captured input: where its memory was, not the memory itself."""
+
+    def __init__(self, storage: weakref.ref, dtype, shape, stride, offset) -> None:
+        self.storage, self.dtype, self.shape = storage, dtype, shape
+        self.stride, self.offset = stride, offset
+
+    def tensor(self):
+        import torch
+
+        storage = self.storage()
+        if storage is None:
+            raise RuntimeError(FREED)
+        return torch.empty(0, dtype=self.dtype).set_(storage, self.offset, self.shape, self.stride)
 
 
 class graph:
-    def __init__(self, cuda_graph: CUDAGraph, pool: object = None, stream: object = None, **_):
-        self.cuda_graph, self.stream = cuda_graph, stream
+    def __init__(
+        self,
+        cuda_graph,
+        pool=None,
+        stream=None,
+        capture_error_mode="global",
+        enable_annotations=False,
+        annotation_config=None,
+        check_input_liveness=False,
+    ) -> None:
+        self.cuda_graph, self.stream = cuda_graph, stream or Stream()
 
-    def __enter__(self):
+    def __enter__(self) -> None:
+        synchronize()  # as torch's: everything queued before is done first
         state.captured_on.append(self.stream)
-        self.mode = _recorder(self.cuda_graph.calls)
-        self.mode.__enter__()
-        return self
+        self.context = stream(self.stream)
+        self.context.__enter__()
+        state.capture = self.cuda_graph
 
-    def __exit__(self, *exc: object) -> None:
-        self.mode.__exit__(*exc)
+    def __exit__(self, *args) -> None:
+        state.capture = None
+        self.context.__exit__(*args)
 
 
-def _tunable() -> SimpleNamespace:
+# TunableOp: torch.cuda.tunable is torch's own module; these are the C++ hooks it calls.
+def _tunable_hooks() -> dict:
     t = state.tunable
 
-    def get_results() -> list[tuple]:
-        return list(state.tuned)
+    def set_filename(filename, insert_device_ordinal=False):
+        t["file"] = filename
 
-    def enable(on: bool = True) -> None:
-        t["enabled"] = on
-        if on and t["tuning"]:
-            _tune()
+    def get_results():
+        return [(op, params, *won) for (op, params), won in t["results"].items()]
 
-    def tuning_enable(on: bool = True) -> None:
-        t["tuning"] = on
-        if on and t["enabled"]:
-            _tune()
-
-    def _tune() -> None:
-        # CUDA builds register cuBLAS's own call only; a played ROCm box may offer more.
-        for solution in state.machine.get("tunable_solutions", ["Default"]):
-            state.tuned.append(("GemmTunableOp_Half_TN", "tn_played", solution, 0.01))
-
-    def write_file(filename: str | None = None) -> bool:
-        path = Path(filename or t["file"])
-        path.write_text("".join(f"{','.join(map(str, r))}\n" for r in state.tuned))
-        return True
-
-    return SimpleNamespace(
-        enable=enable,
-        is_enabled=lambda: t["enabled"],
-        tuning_enable=tuning_enable,
-        tuning_is_enabled=lambda: t["tuning"],
-        set_filename=lambda name, insert_device_ordinal=False: t.update(file=name),
-        get_filename=lambda: t["file"],
-        write_file=write_file,
-        write_file_on_exit=lambda on: t.update(on_exit=on),
-        get_results=get_results,
-    )
+    return {
+        "_cuda_tunableop_enable": lambda val: t.update(enabled=bool(val)),
+        "_cuda_tunableop_is_enabled": lambda: t["enabled"],
+        "_cuda_tunableop_tuning_enable": lambda val: t.update(tuning=bool(val)),
+        "_cuda_tunableop_tuning_is_enabled": lambda: t["tuning"],
+        "_cuda_tunableop_set_filename": set_filename,
+        "_cuda_tunableop_get_filename": lambda: t["file"],
+        "_cuda_tunableop_get_results": get_results,
+        "_cuda_tunableop_set_cublaslt_requested_algo_count": lambda n: t.update(
+            algo_count=max(1, int(n))
+        ),
+        "_cuda_tunableop_get_cublaslt_requested_algo_count": lambda: t["algo_count"],
+    }
 
 
-def _props(index: int) -> SimpleNamespace:
+def _props(index: int):
+    from types import SimpleNamespace
+
     g = gpu(state.visible()[index])
     return SimpleNamespace(
         name=g["name"],
@@ -270,7 +537,7 @@ def _props(index: int) -> SimpleNamespace:
     )
 
 
-def _index(device: object) -> int:
+def _index(device) -> int:
     if device is None:
         return state.current
     if isinstance(device, int):
@@ -279,7 +546,7 @@ def _index(device: object) -> int:
     return int(text.split(":")[1]) if ":" in text else state.current
 
 
-def _set_device(device: object) -> None:
+def set_device(device) -> None:
     index = _index(device)
     if index >= len(state.visible()):
         raise RuntimeError(f"CUDA error: invalid device ordinal {index}")
@@ -287,8 +554,16 @@ def _set_device(device: object) -> None:
     state.contexts.add(state.visible()[index])
 
 
+def _sleep(cycles):
+    time.sleep(cycles / (gpu(state.visible()[state.current])["sm_mhz"] * 1e6))
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    state.memory["peak"] = state.memory["in_use"]
+
+
 def torch_cuda() -> dict:
-    """The attributes of torch.cuda the stand-in replaces."""
+    """The attributes of torch.cuda the stand-in replaces (each conforms to torch's own)."""
     return {
         "is_available": lambda: bool(state.visible()),
         "device_count": lambda: len(state.visible()),
@@ -298,22 +573,26 @@ def torch_cuda() -> dict:
             _props(_index(device)).major,
             _props(_index(device)).minor,
         ),
-        "set_device": _set_device,
+        "set_device": set_device,
         "current_device": lambda: state.current,
         "init": lambda: None,
         "is_initialized": lambda: True,
-        "synchronize": lambda device=None: state.contexts.add(state.visible()[state.current]),
+        "synchronize": synchronize,
         "Event": Event,
-        "Stream": lambda *a, **k: Stream(),
+        "Stream": Stream,
         "current_stream": current_stream,
         "stream": stream,
         "CUDAGraph": CUDAGraph,
         "graph": graph,
-        "tunable": _tunable(),
-        "mem_get_info": lambda device=None: (_props(_index(device)).total_memory,) * 2,
-        "_sleep": lambda cycles: time.sleep(
-            cycles / (gpu(state.visible()[state.current])["sm_mhz"] * 1e6)
+        "mem_get_info": lambda device=None: (
+            state.total_memory() - state.memory["in_use"],
+            state.total_memory(),
         ),
+        "memory_allocated": lambda device=None: state.memory["in_use"],
+        "max_memory_allocated": lambda device=None: state.memory["peak"],
+        "reset_peak_memory_stats": reset_peak_memory_stats,
+        "empty_cache": lambda: None,
+        "_sleep": _sleep,
     }
 
 
@@ -327,6 +606,8 @@ def begin(name: str | dict | None = None) -> State:
 def play_torch(torch, setattr_=setattr) -> None:
     for attribute, value in torch_cuda().items():
         setattr_(torch.cuda, attribute, value)
+    for attribute, value in _tunable_hooks().items():
+        setattr_(torch._C, attribute, value)
     said = state.machine.get("float8_raises")
     if said:  # a library that refuses float8 here (cuBLASLt, a scaled-matmul API that differs)
 
@@ -335,6 +616,8 @@ def play_torch(torch, setattr_=setattr) -> None:
 
         setattr_(torch.nn.functional, "scaled_mm", refuses)
         setattr_(torch, "_scaled_mm", refuses)
+    state.mode = _device_mode()
+    state.mode.__enter__()
 
 
 def play_kinds(kinds, setattr_=setattr) -> None:
@@ -344,12 +627,21 @@ def play_kinds(kinds, setattr_=setattr) -> None:
 
 def install(name: str | dict | None = None, setattr_=setattr) -> State:
     """Play the machine in this process: torch.cuda's attributes and roofline.kinds' tensor
-    placement replaced through `setattr_` (pytest's monkeypatch.setattr undoes them)."""
+    placement replaced through `setattr_` (pytest's monkeypatch.setattr undoes them); the
+    device's dispatch mode entered until `uninstall()`."""
     import torch
 
     import roofline.kinds
 
+    uninstall()  # a machine played before in this process, replaced
     played = begin(name)
     play_torch(torch, setattr_)
     play_kinds(roofline.kinds, setattr_)
     return played
+
+
+def uninstall() -> None:
+    global state
+    if state is not None and state.mode is not None:
+        state.mode.__exit__(None, None, None)
+    state = None

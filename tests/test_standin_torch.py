@@ -1,0 +1,298 @@
+"""The CUDA stand-in held to the installed torch (conformance, derived from what it plays), and
+as strict as a GPU where a GPU is strict: graph capture, events, float8's layout, memory. The
+defects a strict stand-in showed in the GPU path have their tests here too."""
+
+import ast
+import gc
+import importlib.util
+import inspect
+import sys
+import types
+from pathlib import Path
+
+import pytest
+import torch
+
+from roofline import gpu_suite, kinds
+from roofline.hardware import gpu_info
+from roofline.measure import gpu_target
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def stand_in() -> types.ModuleType:
+    """The stand-in's module (importing it installs nothing), without its folder on sys.path:
+    its pynvml would then shadow the real one for every test after."""
+    if "played_cuda" not in sys.modules:
+        path = ROOT / "tests/fakes/cuda/played_cuda.py"
+        spec = importlib.util.spec_from_file_location("played_cuda", path)
+        sys.modules["played_cuda"] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules["played_cuda"])
+    return sys.modules["played_cuda"]
+
+
+played_cuda = stand_in()
+
+
+# ---- conformance: everything the stand-in plays exists in the installed torch, alike --------
+
+
+def shape_of(call: object) -> list[tuple] | None:
+    """A callable's parameters as (name, kind, default), or None where Python cannot say."""
+    try:
+        signature = inspect.signature(call)
+    except (TypeError, ValueError):
+        return None
+    return [(p.name, p.kind, p.default) for p in signature.parameters.values()]
+
+
+def differences(name: str, played: object, real: object) -> list[str]:
+    """How a played function or class (its constructor and each method it plays) differs from
+    the real one a caller might reach."""
+    ours, theirs = shape_of(played), shape_of(real)
+    problems = []
+    if ours is not None and theirs is not None and ours != theirs:
+        problems.append(f"torch.cuda.{name} takes {ours}, torch's takes {theirs}")
+    if not isinstance(played, type):
+        return problems
+    for method, value in vars(played).items():
+        if not callable(value) or (method.startswith("_") and method not in PROTOCOL):
+            continue
+        if not hasattr(real, method):
+            problems.append(f"torch.cuda.{name}.{method} does not exist in torch")
+        else:
+            problems += differences(f"{name}.{method}", value, getattr(real, method))
+    return problems
+
+
+PROTOCOL = ("__enter__", "__exit__")
+
+
+def conformance(played: dict, hooks: dict, ops: set[str]) -> list[str]:
+    """Every problem with what the stand-in plays, against the installed torch."""
+    problems = []
+    for name, value in played.items():
+        real = getattr(torch.cuda, name, None)
+        if real is None:
+            problems.append(f"torch.cuda.{name} does not exist in torch {torch.__version__}")
+            continue
+        if isinstance(value, type) != isinstance(real, type):
+            problems.append(f"torch.cuda.{name} is a class in one and not in the other")
+            continue
+        problems += differences(name, value, real)
+    problems += [f"torch._C.{n} does not exist in torch" for n in hooks if not hasattr(torch._C, n)]
+    problems += [
+        f"torch.ops.aten.{op} does not exist" for op in ops if not hasattr(torch.ops.aten, op)
+    ]
+    return problems
+
+
+def test_everything_the_stand_in_plays_is_in_the_installed_torch_with_its_signature():
+    played_cuda.begin("h100")
+    assert (
+        conformance(played_cuda.torch_cuda(), played_cuda._tunable_hooks(), played_cuda.GEMMS) == []
+    )
+
+
+def test_a_played_name_torch_has_not_got_is_found():
+    # What torch 2.15 dropped, played as the stand-in once played it.
+    played_cuda.begin("h100")
+    dropped = {"write_file_on_exit": lambda val: None}
+    assert conformance(dropped, {}, set()) == [
+        f"torch.cuda.write_file_on_exit does not exist in torch {torch.__version__}"
+    ]
+
+
+def test_a_played_signature_friendlier_than_torchs_is_found():
+    class Event:  # takes any argument, where torch's takes four by name
+        def __init__(self, **_):
+            pass
+
+        def elapsed_time(self, end):
+            return 0.0
+
+    problems = conformance({"Event": Event, "synchronize": lambda: None}, {}, {"no_such_gemm"})
+    assert any(p.startswith("torch.cuda.Event takes") for p in problems)
+    assert any("Event.elapsed_time takes" in p for p in problems)  # `end`, not `end_event`
+    assert any(p.startswith("torch.cuda.synchronize takes []") for p in problems)
+    assert "torch.ops.aten.no_such_gemm does not exist" in problems
+
+
+def test_torch_cuda_tunable_is_torchs_own_module_over_played_hooks(played):
+    played("h100")
+    # What the module offers is torch's: a name it dropped cannot be called on the stand-in.
+    assert isinstance(torch.cuda.tunable, types.ModuleType)
+    assert not hasattr(torch.cuda.tunable, "write_file_on_exit")
+    assert torch.cuda.tunable.get_cublaslt_requested_algo_count() == 8
+    assert played_cuda._tunable_hooks().keys() <= set(dir(torch._C))
+
+
+def test_the_labs_calls_into_triton_bind_to_its_signature():
+    triton_testing = pytest.importorskip("triton.testing")
+    real = inspect.signature(triton_testing.do_bench)
+    calls = [
+        node
+        for path in (ROOT / "roofline").glob("*.py")
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "do_bench"
+    ]
+    assert calls, "roofline calls triton's do_bench somewhere"
+    for call in calls:
+        real.bind(*[None] * len(call.args), **{k.arg: None for k in call.keywords})
+
+
+# ---- strict where a GPU is strict -------------------------------------------------------------
+
+
+def operands(n: int = 32, dtype=torch.float32):
+    return torch.randn(n, n).to(dtype), torch.randn(n, n).to(dtype)
+
+
+def captured(call, warm: bool = True):
+    """A CUDA graph of `call`, captured on a side stream (warmed up on it first, as torch asks)."""
+    side = torch.cuda.Stream()
+    if warm:
+        with torch.cuda.stream(side):
+            call()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, stream=side):
+        call()
+    return graph
+
+
+def test_a_capture_refuses_a_synchronise_and_a_host_read(played):
+    played("h100")
+    a, b = operands()
+    with pytest.raises(RuntimeError, match="operation not permitted when stream is capturing"):
+        captured(lambda: torch.cuda.synchronize())
+    with pytest.raises(RuntimeError, match="operation not permitted when stream is capturing"):
+        captured(lambda: (a @ b).sum().item())
+
+
+def test_a_capture_refuses_a_matmul_not_warmed_up_on_its_stream(played):
+    played("h100")
+    a, b = operands()
+    with pytest.raises(RuntimeError, match="warm it up on the capture stream"):
+        captured(lambda: a @ b, warm=False)
+
+
+def test_a_replay_writes_its_outputs_and_fails_once_its_inputs_are_freed(played):
+    played("h100")
+    held = list(operands())  # the only references to the inputs, besides the capture's call
+    out = torch.empty(32, 32)
+    graph = captured(lambda: torch.mm(*held, out=out))
+    out.zero_()
+    graph.replay()
+    assert torch.allclose(out, held[0] @ held[1])
+    held.clear()
+    gc.collect()
+    with pytest.raises(RuntimeError, match="replayed over an input freed since its capture"):
+        graph.replay()
+
+
+def test_a_cuda_kinds_graph_keeps_what_it_replays_alive(played):
+    # Cuda.graph returned `lambda _: graph.replay()`, which kept nothing: the residency knob's
+    # graphs replayed over freed operands.
+    played("h100")
+    kind = kinds.Cuda(0, gpu_info()[0]["uuid"])
+    out = torch.empty(32, 32)
+
+    def product() -> tuple:  # only the call holds the operands
+        a, b = operands()
+        return a @ b, lambda i: torch.mm(a, b, out=out)
+
+    expected, call = product()
+    replay = kind.graph(call, 1)
+    del call
+    gc.collect()
+    out.zero_()
+    replay(0)
+    assert torch.equal(out, expected)
+
+
+def test_events_time_only_between_two_timing_events_recorded_and_synchronised(played):
+    played("h100")
+    plain, start, end = torch.cuda.Event(), *(torch.cuda.Event(enable_timing=True) for _ in "12")
+    with pytest.raises(RuntimeError, match="Both events must be recorded"):
+        start.elapsed_time(end)
+    start.record()
+    end.record()
+    with pytest.raises(RuntimeError, match="Both events must be completed"):
+        start.elapsed_time(end)
+    torch.cuda.synchronize()
+    assert start.elapsed_time(end) >= 0
+    plain.record()
+    plain.synchronize()
+    with pytest.raises(RuntimeError, match="enable_timing=True"):
+        plain.elapsed_time(end)
+
+
+def scaled(a, b, scale_a=None, scale_b=None, fast=False):
+    f = torch.nn.functional
+    one = torch.ones(())
+    whole = f.ScalingType.TensorWise
+    return f.scaled_mm(
+        a,
+        b,
+        one if scale_a is None else scale_a,
+        whole,
+        one if scale_b is None else scale_b,
+        whole,
+        output_dtype=torch.bfloat16,
+        use_fast_accum=fast,
+    )
+
+
+def test_float8_takes_row_major_a_column_major_b_multiples_of_16_and_per_tensor_scales(played):
+    state = played("h100")
+    f8 = torch.float8_e4m3fn
+    a, b = torch.randn(32, 64).to(f8), torch.randn(32, 64).to(f8).t()  # B column-major
+    assert scaled(a, b).shape == (32, 32)
+    with pytest.raises(RuntimeError, match="mat_b must be column-major"):
+        scaled(a, b.contiguous())
+    with pytest.raises(RuntimeError, match="mat_a must be row-major"):
+        scaled(a.t().contiguous().t(), b)
+    odd_a, odd_b = torch.randn(32, 40).to(f8), torch.randn(32, 40).to(f8).t()
+    with pytest.raises(RuntimeError, match="must be divisible by 16"):
+        scaled(odd_a, odd_b)
+    with pytest.raises(RuntimeError, match="a scale of shape \\(2,\\)"):
+        scaled(a, b, scale_a=torch.ones(2))
+    scaled(a, b, fast=True)
+    assert state.fast_accum == [False, True]  # what reached the played cuBLASLt
+
+
+def test_the_fast_accumulation_knob_asks_for_it(played):
+    state = played("small_l2")
+    from tests.test_standin import knobs
+
+    rows, _ = knobs()
+    assert rows["float8 fast accumulation"]["status"] == "measured"
+    assert True in state.fast_accum and False in state.fast_accum
+
+
+def test_the_played_h100_has_the_memory_torch_reports_and_refuses_past_it(played):
+    played("h100")
+    total = torch.cuda.get_device_properties(0).total_memory
+    assert 79 * 2**30 < total < 80 * 2**30  # "80GB" is 79.2 GiB to torch
+    played("h100", gpus=[dict(played_cuda.H100_SXM, memory_bytes=4 << 20)])
+    free, _ = torch.cuda.mem_get_info()
+    kept = torch.empty(1 << 20)  # 4 MiB of float32
+    with pytest.raises(torch.OutOfMemoryError, match="CUDA out of memory"):
+        torch.empty(1 << 20)
+    del kept
+    gc.collect()
+    assert torch.cuda.mem_get_info()[0] == free  # freed, as the caching allocator would
+    torch.empty(1 << 20)
+
+
+def test_the_timing_checks_bare_loop_drops_each_output_and_says_its_peak_memory(played):
+    # The bare loop kept every output alive ([call(i) for i in range(calls)]): at 700 TFLOP/s
+    # over a 1 s window, ~80 GiB of 8192^2 outputs; an OutOfMemoryError, and no figure.
+    small = dict(played_cuda.H100_SXM, memory_bytes=4 << 20, l2_bytes=1 << 20)
+    played("h100", gpus=[small])
+    target = gpu_target(gpu_info()[0], print)
+    bench = gpu_suite.Bench(min_seconds=0.05, warmup=1, repeats=3, check_rows=8)
+    out = gpu_suite.timing_check(target, 64, bench, harness_s=1e-4)  # 500 outputs of 8 KiB
+    assert "error" not in out, out["error"]
+    assert out["bare_loop_s"] > 0
+    assert 0 < out["bare_loop_peak_bytes"] < 2 << 20  # the operands, one output at a time
