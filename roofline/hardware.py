@@ -155,9 +155,10 @@ def cpu_info(facts: dict[str, Any] | None = None) -> dict[str, Any]:
 
 
 def gpu_count() -> int | None:
-    """NVIDIA GPUs the driver reports; None when nvidia-ml-py is not installed (then only torch
-    can tell). No driver means no NVML library and so no CUDA GPU; asking NVML first keeps a
-    CPU machine's probe from importing torch (seconds)."""
+    """NVIDIA GPUs the driver reports; None when NVML cannot say (then only torch can tell):
+    nvidia-ml-py is not installed, or a container has CUDA's driver library without NVML's
+    (NVIDIA_DRIVER_CAPABILITIES=compute). Neither library means no driver and so no CUDA GPU;
+    asking NVML first keeps a CPU machine's probe from importing torch (seconds)."""
     try:
         import pynvml
     except ImportError:
@@ -165,8 +166,21 @@ def gpu_count() -> int | None:
     try:
         pynvml.nvmlInit()
         return pynvml.nvmlDeviceGetCount()
+    except pynvml.NVMLError_LibraryNotFound:
+        return None if cuda_driver_loads() else 0
     except Exception:
         return 0
+
+
+def cuda_driver_loads() -> bool:
+    """Whether CUDA's driver library (libcuda.so.1) loads here; loading it starts nothing."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:  # no NVIDIA driver here, or not Linux
+        return False
+    return True
 
 
 # The oldest NVIDIA driver branch each CUDA major version runs on (NVIDIA's CUDA compatibility
@@ -178,6 +192,7 @@ def nvml_driver() -> str | None:
     try:
         import pynvml
 
+        pynvml.nvmlInit()  # NVML answers nothing before it; another init only counts one more
         return pynvml.nvmlSystemGetDriverVersion()
     except Exception:
         return None
@@ -201,12 +216,17 @@ def driver_problem(
         if need and have is not None and have < need
         else f"torch said: {said or 'nothing'}"
     )
+    runs = [m for m, oldest in MIN_DRIVER.items() if have is not None and have >= oldest]
+    build = f"CUDA {max(runs)}" if runs else "a CUDA this driver runs"
+    version = torch_version.split("+")[0]
     return (
         f"{seen}, but torch {torch_version} (built for CUDA {torch_cuda}) cannot use "
         f"{'them' if gpus > 1 else 'it'}: "
         f"{why}. Nothing was measured. Either use a host whose driver is >= {need or 'that'} "
-        "(`nvidia-smi` shows it: check before you measure), or install a torch built for a CUDA "
-        "that this driver runs: `scripts/pod-setup` does it (docs/several-machines.md: pods with older drivers)."
+        "(`nvidia-smi` shows it: check before you measure), or install the same torch built "
+        f"for {build} from PyTorch's index and keep it: `uv pip install --torch-backend=auto "
+        f"torch=={version}`, then `UV_NO_SYNC=1 uv run dvc repro` (`scripts/pod-setup` does "
+        "the first; docs/several-machines.md: pods with older drivers)."
     )
 
 

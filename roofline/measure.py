@@ -149,7 +149,9 @@ def describe(point: Measurement) -> str:
         f"{stats['spread']:.1%}, {len(point.samples_s)} reps)"
     )
     if point.sm_clock_mhz is not None:
-        text += f", SM {point.sm_clock_mhz:.0f} MHz, {point.power_w:.0f} W"
+        text += f", SM {point.sm_clock_mhz:.0f} MHz"
+    if point.power_w is not None:  # some boards answer clocks and refuse power (a GeForce)
+        text += f", {point.power_w:.0f} W"
     if point.window_cut:
         text += f", window {point.window_cut}"
     elif point.window_s is not None:

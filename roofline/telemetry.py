@@ -93,25 +93,45 @@ def limits(uuid: str | None) -> dict[str, Any]:
 
 
 def clock_event_reasons(handle) -> int:
+    """The clock-event reasons mask, by the call's R535 name, else its older one: nvidia-ml-py
+    before 12.535 lacks the new name, a driver before R535 the new C function."""
     import pynvml
 
     read = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
-    if read is None:  # nvidia-ml-py before the 12.535 rename
-        read = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
-    return read(handle)
+    if read is not None:
+        try:
+            return read(handle)
+        except pynvml.NVMLError_FunctionNotFound:
+            pass
+    return pynvml.nvmlDeviceGetCurrentClocksThrottleReasons(handle)
 
 
-def nvml_fields() -> dict[str, Callable[[Any], float]]:
-    """What one sample reads, field by field."""
+class SharedBoard(Exception):
+    """A figure of the whole board that a MIG slice shares with the other slices."""
+
+
+def nvml_fields(handle: Any = None) -> dict[str, Callable[[Any], float]]:
+    """What one sample reads, field by field. A MIG slice's handle refuses the board's figures:
+    its clocks, temperature and clock limits are its GPU's (every slice runs at them), read
+    there; the board's power is every slice's, so it is not read."""
     import pynvml
 
-    return {
+    fields = {
         "sm_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
         "mem_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
         "power_w": lambda h: pynvml.nvmlDeviceGetPowerUsage(h) / 1000,
         "temp_c": lambda h: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
         "reasons": clock_event_reasons,
     }
+    if handle is None or not is_mig(handle):
+        return fields
+    board = pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
+
+    def shared(_: Any) -> float:
+        raise SharedBoard("a MIG slice shares its board's power with the other slices")
+
+    parent = {name: (lambda _, read=read: read(board)) for name, read in fields.items()}
+    return parent | {"power_w": shared}
 
 
 def energy_j(handle) -> float:
@@ -161,7 +181,7 @@ class Sampler:
         own_pids: set[int] = frozenset(),
     ) -> None:
         self.handle, self.interval_s = handle, interval_s
-        self.fields = fields if fields is not None else nvml_fields()
+        self.fields = fields if fields is not None else nvml_fields(handle)
         self._energy, self._processes, self.own_pids = energy, processes, set(own_pids)
         self.samples: list[dict[str, float]] = []
         self.errors: set[str] = set()

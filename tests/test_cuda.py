@@ -108,3 +108,88 @@ def test_the_labs_bench_matmul_is_inside_a_band_from_the_dense_peak(gpu):
     tflops, gbps = bench_matmul()
     assert 0.3 * peak <= tflops <= peak, f"{tflops:.1f} TFLOP/s against a dense peak of {peak}"
     assert gbps == pytest.approx(tflops * 1e12 / (8192 / 3) / 1e9)  # bytes = FLOPs / intensity
+
+
+# What only hardware answers about the stand-in's strict rules (tests/test_standin_torch.py
+# holds the stand-in to them); each prints what this GPU said, for gpu-check's log.
+
+
+def test_tunableop_searches_more_than_default_and_names_its_pick(cuda, tmp_path):
+    offered, which = cuda.tunable_offers()
+    results = tmp_path / "tunableop_results.csv"
+    a, b = (torch.randn(1024, 1024, device=cuda.tensors()).half() for _ in "ab")
+    before = len(cuda.tuned_solutions())
+    with cuda.tunable(True, results):
+        a @ b
+        cuda.synchronize()
+    picked = [f"{op}: {name}" for op, name in cuda.tuned_solutions()[before:]]
+    print(f"TunableOp offers {which} ({offered}); picked {picked}")
+    assert offered > 1, which
+    assert any("_Half_" in p for p in picked), picked
+    # torch 2.15 appends each result to its file as tuning finds it (no write_file any more).
+    assert results.exists() and "GemmTunableOp_Half" in results.read_text(encoding="utf-8")
+
+
+def test_a_graph_replay_holds_its_inputs_after_the_caller_lets_them_go(cuda):
+    out = torch.empty(512, 512, device=cuda.tensors())
+
+    def product() -> tuple:  # the operands live in the call only
+        a, b = (torch.randn(512, 512, device=cuda.tensors()) for _ in "ab")
+        return a @ b, lambda i: torch.mm(a, b, out=out)
+
+    expected, call = product()
+    replay = cuda.graph(call, 1)
+    del call
+    junk = [torch.zeros(512, 512, device=cuda.tensors()) for _ in range(8)]  # freed blocks reused
+    out.zero_()
+    replay(0)
+    cuda.synchronize()
+    assert torch.allclose(out, expected) and len(junk) == 8
+
+
+def test_float8_takes_column_major_b_only_and_fast_accumulation_stays_close(cuda, gpu):
+    reason = unsupported_reason("float8_e4m3fn", "cuda", None, gpu["compute_capability"])
+    if reason:
+        pytest.skip(reason)
+    f = torch.nn.functional
+    a = torch.randn(256, 256, device=cuda.tensors()).to(torch.float8_e4m3fn)
+    b = torch.randn(256, 256, device=cuda.tensors()).to(torch.float8_e4m3fn)
+    one, whole = torch.ones((), device=cuda.tensors()), f.ScalingType.TensorWise
+
+    def scaled(b, fast=False):
+        return f.scaled_mm(
+            a, b, one, whole, one, whole, output_dtype=torch.bfloat16, use_fast_accum=fast
+        )
+
+    with pytest.raises(RuntimeError) as refused:
+        scaled(b)  # row-major B
+    print(f"row-major B refused: {str(refused.value).splitlines()[0]}")
+    exact, fast = scaled(b.t().contiguous().t()), scaled(b.t().contiguous().t(), fast=True)
+    gap = ((fast.float() - exact.float()).abs().max() / exact.float().abs().max()).item()
+    print(f"fast accumulation against exact: {gap:.2e} max relative difference")
+    assert gap < 1e-2
+
+
+def test_nvml_answers_each_field_the_lab_reads(gpu):
+    import pynvml
+
+    pynvml.nvmlInit()
+    handle = pynvml.nvmlDeviceGetHandleByUUID(f"GPU-{gpu['uuid']}")
+    fields = {
+        "power limit (mW)": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle),
+        "max SM clock": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
+        "SM clock": lambda: pynvml.nvmlDeviceGetClockInfo(handle, pynvml.NVML_CLOCK_SM),
+        "power (mW)": lambda: pynvml.nvmlDeviceGetPowerUsage(handle),
+        "energy (mJ)": lambda: pynvml.nvmlDeviceGetTotalEnergyConsumption(handle),
+        "clock-event reasons": lambda: pynvml.nvmlDeviceGetCurrentClocksEventReasons(handle),
+        "temperature": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+        "processes": lambda: len(pynvml.nvmlDeviceGetComputeRunningProcesses(handle)),
+    }
+    answers = {}
+    for name, read in fields.items():
+        try:
+            answers[name] = read()
+        except pynvml.NVMLError as err:
+            answers[name] = f"{type(err).__name__}: {err}"
+    print("NVML on this host: " + "; ".join(f"{k} {v}" for k, v in answers.items()))
+    assert isinstance(answers["SM clock"], int) and answers["SM clock"] > 0

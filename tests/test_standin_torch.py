@@ -6,6 +6,7 @@ import ast
 import gc
 import importlib.util
 import inspect
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -296,3 +297,51 @@ def test_the_timing_checks_bare_loop_drops_each_output_and_says_its_peak_memory(
     assert "error" not in out, out["error"]
     assert out["bare_loop_s"] > 0
     assert 0 < out["bare_loop_peak_bytes"] < 2 << 20  # the operands, one output at a time
+
+
+# ---- pods as they are: a driver older than the locked torch's CUDA --------------------------
+
+
+OLD_DRIVER = {"PYTHONPATH": f"{ROOT / 'tests/fakes/old_driver'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+
+
+def test_on_an_old_driver_host_the_probe_names_the_torch_build_and_the_uv_command():
+    done = subprocess.run(
+        [sys.executable, "-c", "from roofline.hardware import gpu_info; gpu_info()"],
+        cwd=ROOT,
+        env=OLD_DRIVER,
+        capture_output=True,
+        text=True,
+    )
+    version = torch.__version__.split("+")[0]
+    assert done.returncode != 0
+    said = done.stderr.splitlines()[-1]
+    assert "NVML sees 1 NVIDIA GPU (driver 550.54.15)" in said
+    assert "CUDA 13 needs driver >= 580" in said and "built for CUDA 12" in said
+    assert f"`uv pip install --torch-backend=auto torch=={version}`" in said
+    assert "`UV_NO_SYNC=1 uv run dvc repro`" in said
+
+
+def test_pod_setup_on_an_old_driver_installs_the_same_torch_for_its_cuda(tmp_path):
+    # nvidia-smi and uv played by scripts on PATH: the driver's version, and the uv calls kept.
+    calls = tmp_path / "uv-calls"
+    (tmp_path / "nvidia-smi").write_text("#!/bin/sh\necho 550.54.15\n", encoding="utf-8")
+    (tmp_path / "uv").write_text(
+        f'#!/bin/sh\necho "$*" >> {calls}\n'
+        'case "$*" in *importlib.metadata*) echo 2.15.0 ;; esac\n',
+        encoding="utf-8",
+    )
+    for stub in ("nvidia-smi", "uv"):
+        (tmp_path / stub).chmod(0o755)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts/pod-setup")],
+        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert calls.read_text(encoding="utf-8").splitlines()[-1] == (
+        "pip install --torch-backend=auto torch==2.15.0"
+    )
+    assert "driver 550.54.15 is older than 580" in done.stdout
+    assert "UV_NO_SYNC=1 uv run dvc repro" in done.stdout
