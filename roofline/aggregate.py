@@ -2,6 +2,7 @@
 (conf: datasheet peaks, prices, the lab's bands) into results.csv, manifest.json and
 metrics.json."""
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -14,6 +15,23 @@ from roofline.config import to_plain
 from roofline.datasheets import judged, measured_name
 from roofline.errors import SchemaError
 from roofline.interpret import interpret, lab_checks, peaks
+from roofline.manifest import (
+    Datasheet,
+    DeviceEntry,
+    KnobsRun,
+    LabBands,
+    LabLine,
+    Manifest,
+    ManifestJson,
+    MeasuredRun,
+    MemoryCopy,
+    OlderStage,
+    Peak,
+    PublishedFigure,
+    SweepRun,
+    read_as,
+    to_json,
+)
 from roofline.records import KNOWN
 from roofline.rows import CSV_COLUMNS, KNOB_COLUMNS, Row, knob_row
 from roofline.schema import RESTORE, check_version, fits, measurement_from_dict, read_json
@@ -121,12 +139,17 @@ def results_table(rows: list[Row]) -> pd.DataFrame:
     return table.astype({"m": "Int64", "n": "Int64", "k": "Int64", "repeats": "Int64"})
 
 
-def metrics(table: pd.DataFrame) -> dict[str, Any]:
+# A figure of metrics.json: TFLOP/s, MFU (None: no peak, or above it), and whether it is flagged.
+Metric = dict[str, float | bool | None]
+Metrics = dict[str, Metric]  # by dtype (and shape, and backend where a device has several)
+
+
+def metrics(table: pd.DataFrame) -> dict[str, Metrics]:
     """TFLOP/s and MFU of each device's measured lab points, for `dvc metrics show / diff`:
     per dtype (and shape, where a device has several) the fastest backend's, and each
     backend's under `<key>_<backend>` where a device has several."""
     lab = table[(table.status == "measured") & (table.series == "lab")]
-    out: dict[str, Any] = {}
+    out: dict[str, Metrics] = {}
     for device, rows in lab.groupby("device", sort=False):
         shapes = rows.groupby("dtype").apply(
             lambda g: len({(r.m, r.n, r.k) for r in g.itertuples()})
@@ -149,77 +172,129 @@ def metrics(table: pd.DataFrame) -> dict[str, Any]:
 
 
 def device_entry(
-    dev: dict[str, Any], record: dict[str, Any], sweep: dict[str, Any] | None, rows: pd.DataFrame
-) -> dict[str, Any]:
+    name: str,
+    dev: dict[str, Any],
+    record: dict[str, Any],
+    rows: pd.DataFrame,
+    sweep: SweepRun | None = None,
+    older: dict[str, OlderStage] | None = None,
+    knobs: KnobsRun | None = None,
+) -> DeviceEntry:
     """The device's manifest entry: its interpretation (the SKU judged, its datasheet and price,
-    the lab's bands), and for a measured device what, when, where and with what it was
+    the lab's bands), for a measured device what, when, where and with what it was measured
+    (with its sweep, and the stages `older` code or params measured), and the knobs it
     measured."""
-    kind = dev["kind"]
-    entry = {
-        "sku": dev["sku"],
-        "kind": kind,
-        "status": record["status"],
-        "show_pending": dev["show_pending"],
-        "cost_per_hour_usd": dev["cost_per_hour"],
-        "datasheet": {
-            "sku_name": dev["sku_name"],
-            "source": dev["source"],
-            "missing": dev["missing"],
-            "peak_tflops": dev["peak_tflops"],
-            "memory_bandwidth_gbps": dev["memory_bandwidth_gbps"],
-            "peak_clock_mhz": dev["peak_clock_mhz"],
-            "sm_count": dev["sm_count"],
-            "published": dev["published"],
-        },
-        "lab": {  # as applied to the SKU measured, and the line the lab wrote them for
-            "band_tflops": dev["lab_band_tflops"],
-            "done_tflops": dev["lab_done_tflops"],
-            "written_for": dev["lab_sku"],
-            "line": dev["lab_line"],
-        },
-    }
-    if record["status"] != "measured":
-        return entry
-    run = record["run"]
-    head = headline(rows[rows.series == "lab"], kind)
+    measured = record["status"] == "measured"
+    return DeviceEntry(
+        sku=dev["sku"],
+        kind=dev["kind"],
+        status=record["status"],
+        show_pending=dev["show_pending"],
+        cost_per_hour_usd=dev["cost_per_hour"],
+        datasheet=datasheet(dev),
+        lab=lab_bands(dev),
+        measured=measured_run(name, dev, record, rows, sweep, older) if measured else None,
+        knobs=knobs,
+    )
+
+
+def datasheet(dev: dict[str, Any]) -> Datasheet:
+    """The datasheet line the device is judged against, as roofline.datasheets.judged chose it."""
+    return Datasheet(
+        sku_name=dev["sku_name"],
+        source=dev["source"],
+        missing=dev["missing"],
+        peak_tflops=dev["peak_tflops"],
+        memory_bandwidth_gbps=dev["memory_bandwidth_gbps"],
+        peak_clock_mhz=dev["peak_clock_mhz"],
+        sm_count=dev["sm_count"],
+        published=[PublishedFigure(**figure) for figure in dev["published"]],
+    )
+
+
+def lab_bands(dev: dict[str, Any]) -> LabBands:
+    """The lab's bands as applied to the SKU measured, and the line they were written for."""
+    line = dev["lab_line"]
+    return LabBands(
+        band_tflops=dev["lab_band_tflops"],
+        done_tflops=dev["lab_done_tflops"],
+        written_for=dev["lab_sku"],
+        line=None if line is None else LabLine(**line),
+    )
+
+
+# Each field of a run as MeasuredRun declares it: the blocks of a record are read as these.
+RUN_TYPES = {f.name: f.type for f in dataclasses.fields(MeasuredRun)}
+
+
+def measured_run(
+    name: str,
+    dev: dict[str, Any],
+    record: dict[str, Any],
+    rows: pd.DataFrame,
+    sweep: SweepRun | None,
+    older: dict[str, OlderStage] | None,
+) -> MeasuredRun:
+    """A measured results record's run: the blocks the measuring stages record in shapes of
+    their own, read as the report reads them; the peaks, the copy's rate, the price of the run
+    and the lab's checks, from its interpretation; its sweep, and the stages older code or
+    params measured."""
+    where, run, price = f"{name}'s results record", record["run"], dev["cost_per_hour"]
+
+    def recorded(field: str, value: Any, key: str) -> Any:
+        """A block of the record (`key` in it) as the run's `field` declares it, checked."""
+        return read_as(RUN_TYPES[field], value, key, where, RESTORE)
+
+    head = headline(rows[rows.series == "lab"], dev["kind"])
     checks = []
     if head is not None and head.dtype == "float16":
         checks = lab_checks(
             dev["lab_band_tflops"].get("float16"), dev["lab_done_tflops"].get("float16"), head
         )
-    entry |= {
-        "hardware": record["hardware"],
-        "details": record.get("found", {}),
-        "measured_at": run["started_at"],
-        "git_revision": run.get("git_revision"),
-        "versions": run["versions"],
-        "environment": run.get("environment", {}),
-        "threads": run.get("threads"),
-        "wall_s": run["wall_s"],
-        "run_cost_usd": None
-        if dev["cost_per_hour"] is None
-        else dev["cost_per_hour"] * run["wall_s"] / 3600,
-        "peaks_used": {
-            dtype: {"tflops": tflops, "source": source}
-            for dtype, (tflops, source) in peaks(dev, record).items()
+    return MeasuredRun(
+        hardware=recorded("hardware", record["hardware"], "hardware"),
+        details=recorded("details", record.get("found", {}), "found"),
+        measured_at=run["started_at"],
+        git_revision=run.get("git_revision"),
+        versions=recorded("versions", run["versions"], "run.versions"),
+        environment=recorded("environment", run.get("environment", {}), "run.environment"),
+        threads=run.get("threads"),
+        wall_s=run["wall_s"],
+        run_cost_usd=None if price is None else price * run["wall_s"] / 3600,
+        peaks_used={
+            dtype: Peak(tflops, source) for dtype, (tflops, source) in peaks(dev, record).items()
         },
-        "memory_copy": {
-            k: record["memory"][k]
-            for k in ("bytes_moved", "median_s", "min_s", "max_s", "spread", "gbps")
-        },
-        "lab_checks": checks,
-    }
-    for measured in ("clock", "fma", "libraries"):  # a CPU's own ceilings; what each backend ran
-        if measured in record:
-            entry[measured] = record[measured]
-    if sweep and sweep["status"] == "measured" and sweep["sweep"] != "none":
-        entry["sweep"] = {
-            "name": sweep["sweep"],
-            "measured_at": sweep["run"]["started_at"],
-            "wall_s": sweep["run"]["wall_s"],
-            "git_revision": sweep["run"].get("git_revision"),
-        }
-    return entry
+        memory_copy=MemoryCopy(**{k: record["memory"][k] for k in MEMORY}),
+        lab_checks=checks,
+        # A CPU's own ceilings; what each backend ran.
+        clock=recorded("clock", record.get("clock"), "clock"),
+        fma=recorded("fma", record.get("fma"), "fma"),
+        libraries=recorded("libraries", record.get("libraries"), "libraries"),
+        sweep=sweep,
+        measured_by_older=older or None,
+    )
+
+
+def sweep_run(sweep: dict[str, Any] | None) -> SweepRun | None:
+    """The sweep that measured the device's other shapes, where one did."""
+    if not sweep or sweep["status"] != "measured" or sweep["sweep"] == "none":
+        return None
+    run = sweep["run"]
+    return SweepRun(sweep["sweep"], run["started_at"], run["wall_s"], run.get("git_revision"))
+
+
+def knobs_run(record: dict[str, Any] | None) -> KnobsRun | None:
+    """The knobs the device measured, where it measured any."""
+    if not record or record["status"] != "measured" or record["knobs"] == "none":
+        return None
+    return KnobsRun(record["knobs"], record["run"]["started_at"], record.get("tunableop_results"))
+
+
+def older_stage(parts: list[str], record: dict[str, Any] | None) -> OlderStage:
+    """A stage measured by older code or params (`parts`): the revision and time its record's
+    run measured at (nothing where it has no run)."""
+    run = (record or {}).get("run") or {}
+    return OlderStage(parts, run.get("git_revision"), run.get("started_at"))
 
 
 def knobs_table(knobs: dict[str, dict[str, Any]]) -> pd.DataFrame:
@@ -238,17 +313,11 @@ def knob_metrics(table: pd.DataFrame) -> dict[str, dict[str, float]]:
     }
 
 
-def measured_when(record: dict[str, Any] | None) -> dict[str, Any]:
-    """The revision and time a record's run measured at (nothing where it has no run)."""
-    run = (record or {}).get("run") or {}
-    return {"git_revision": run.get("git_revision"), "measured_at": run.get("started_at")}
-
-
 class Deliverables(NamedTuple):
     table: pd.DataFrame  # results.csv
     knobs: pd.DataFrame  # knobs.csv
-    manifest: dict[str, Any]
-    metrics: dict[str, Any]
+    manifest: ManifestJson  # manifest.json's content (roofline.manifest reads it as records)
+    metrics: dict[str, dict[str, Metric | float]]  # metrics.json's; each device's knobs' gains
 
 
 def aggregate(
@@ -260,37 +329,38 @@ def aggregate(
 ) -> Deliverables:
     """Every device's measurements joined with their interpretation, in config order; `older`:
     per device, the records measured by other code or params than today's (roofline.keys)."""
+    knobs, older = knobs or {}, older or {}
     sheets = {
         name: judged(name, to_plain(cfg.devices[name]), measured_name(record))
         for name, record in records.items()
     }
     rows = {name: device_rows(sheets[name], records[name], sweeps[name]) for name in records}
     table = results_table([r for name in records for r in rows[name]])
+    by_stage = {"benchmark": records, "sweep": sweeps, "knobs": knobs}
     devices = {
-        name: device_entry(sheets[name], records[name], sweeps[name], table[table.device == name])
+        name: device_entry(
+            name,
+            sheets[name],
+            records[name],
+            table[table.device == name],
+            sweep_run(sweeps[name]),
+            {
+                s: older_stage(parts, by_stage[s].get(name))
+                for s, parts in older.get(name, {}).items()
+            },
+            knobs_run(knobs.get(name)),
+        )
         for name in records
     }
-    by_stage = {"benchmark": records, "sweep": sweeps, "knobs": knobs or {}}
-    for name, stages in (older or {}).items():
-        if stages and records[name]["status"] == "measured":
-            devices[name]["measured_by_older"] = {
-                stage: {"older": parts} | measured_when(by_stage[stage].get(name))
-                for stage, parts in stages.items()
-            }
-    for name, record in (knobs or {}).items():
-        if record["status"] == "measured" and record["knobs"] != "none":
-            devices[name]["knobs"] = {
-                "name": record["knobs"],
-                "measured_at": record["run"]["started_at"],
-                "tunableop_results": record.get("tunableop_results"),
-            }
-    knob_rows = knobs_table(knobs or {})
-    info = {
-        "lab": LAB,
-        "bench": to_plain(cfg.bench),
-        "sweep": cfg.sweep.name,
-        "knobs": cfg.knobs.name,
-        "lab_devices": list(cfg.get("lab_devices") or []),
-        "devices": devices,
-    }
-    return Deliverables(table, knob_rows, info, metrics(table) | {"knobs": knob_metrics(knob_rows)})
+    knob_rows = knobs_table(knobs)
+    manifest = Manifest(
+        devices,
+        lab=LAB,
+        bench=to_plain(cfg.bench),
+        sweep=cfg.sweep.name,
+        knobs=cfg.knobs.name,
+        lab_devices=list(cfg.get("lab_devices") or []),
+    )
+    return Deliverables(
+        table, knob_rows, to_json(manifest), metrics(table) | {"knobs": knob_metrics(knob_rows)}
+    )

@@ -26,6 +26,8 @@ from roofline.schema import SCHEMA_VERSION
 if TYPE_CHECKING:
     from omegaconf import DictConfig
 
+    from roofline.timing import BenchSettings
+
 
 def check_fits(name: str, dev: DictConfig, memory_bytes: int, copy_bytes: int) -> None:
     """Refuse, before measuring anything, a shape whose operands (and the float64 copy of B
@@ -83,7 +85,7 @@ def run_info(started: datetime, t0: float, kind: str) -> dict[str, Any]:
 def measure_device(
     name: str,
     dev: DictConfig,
-    bench: DictConfig,
+    bench: BenchSettings,
     found: dict[str, Any],
     fingerprint: dict[str, Any],
     log: Callable[[str], None] = say,

@@ -18,24 +18,27 @@ from pathlib import Path
 
 import pandas as pd
 
-from roofline.ceilings import REMAKE, lab_headline, load_manifest, load_table
-from roofline.errors import ConfigError, SchemaError, run
+from roofline.ceilings import lab_headline, load_table
+from roofline.errors import ConfigError, run
 from roofline.interpret import judge
+from roofline.manifest import Manifest, ManifestJson, as_manifest, load_manifest
 from roofline.paths import EXPERIMENT
 
 MEASURE = "`uv run dvc repro` on a machine with it measures it"
 
 
-def problems(rows: pd.DataFrame, manifest: dict, names: list[str] | None = None) -> list[str]:
+def problems(
+    rows: pd.DataFrame, manifest: Manifest | ManifestJson, names: list[str] | None = None
+) -> list[str]:
     """What is wrong with each measured device's lab kernel (named by device), or nothing; and
     a problem too where nothing asked about was measured: each device named that was not, or,
     with none named, every device when none was."""
-    devices = manifest["devices"]
+    devices = as_manifest(manifest).devices
     unknown = [n for n in names or [] if n not in devices]
     if unknown:
         raise ConfigError(f"unknown device {unknown[0]!r}; allowed: {', '.join(devices)}")
     asked = names or list(devices)
-    unmeasured = {n: devices[n]["status"] for n in asked if devices[n]["status"] != "measured"}
+    unmeasured = {n: devices[n].status for n in asked if devices[n].status != "measured"}
     found = []
     if names:
         found += [f"{n}: {status}, nothing to check; {MEASURE}" for n, status in unmeasured.items()]
@@ -53,7 +56,7 @@ def problems(rows: pd.DataFrame, manifest: dict, names: list[str] | None = None)
         if head is None:
             found.append(f"{name}: nothing of its lab kernel was measured (see REPORT-appendix.md)")
             continue
-        found += [f"{name} ({entry['sku']}): {why}" for why in judge(entry, head)[1]["problems"]]
+        found += [f"{name} ({entry.sku}): {why}" for why in judge(entry, head)[1].problems]
     return found
 
 
@@ -67,14 +70,8 @@ def main(argv: list[str] | None = None) -> None:
     table, manifest = args.dir / "results.csv", args.dir / "manifest.json"
     if not table.exists() or not manifest.exists():
         raise ConfigError(f"no {table} or {manifest}: run `uv run dvc repro` first")
-    rows, entries = load_table(table), load_manifest(manifest)
-    try:
-        found = problems(rows, entries, args.devices)
-    except (KeyError, TypeError, AttributeError) as err:  # an entry hand-edited past its keys
-        raise SchemaError(
-            f"{manifest} is not the manifest aggregate writes ({type(err).__name__}: {err}); "
-            f"{REMAKE}"
-        ) from err
+    # Both read and checked whole here: a field hand-edited past its type is named, with its file.
+    found = problems(load_table(table), load_manifest(manifest), args.devices)
     for line in found:
         print(line)
     if found:

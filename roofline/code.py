@@ -1,7 +1,6 @@
 """Which of our files a module runs, read from import statements: what a stage's key hashes
 (roofline/keys.py) and what the pipeline files list as a stage's code."""
 
-import ast
 import functools
 import itertools
 from pathlib import Path
@@ -26,6 +25,8 @@ def imported_modules(path: Path) -> frozenset[str]:
 
 @functools.cache  # the measuring stages share most files: each is parsed once per process
 def imports_in(text: str) -> frozenset[str]:
+    import ast  # here: the probe imports this module for OUR_PACKAGES on every `dvc repro`
+
     names = set()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):

@@ -25,7 +25,7 @@ from roofline.params import (
     load_yaml,
     pattern_error,
 )
-from roofline.timing import MAX_CALLS
+from roofline.timing import MAX_CALLS, BenchSettings
 
 DEVICE_NAME = re.compile(r"[a-z][a-z0-9_]*")
 # The dtype names a config may use: the registry's (roofline/dtypes.py); the device kinds.
@@ -46,23 +46,6 @@ class DeviceConfig:
     # The libraries each point goes through (roofline/backends.py): torch; on a CPU also numpy's
     # BLAS, or "module:function" of your own. The fastest is the device's headline.
     backends: list[str] = field(default_factory=lambda: ["torch"])
-
-
-@dataclass
-class BenchConfig:
-    seed: int = 0
-    warmup: int = 3
-    # ...and warm-up calls back to back until this many seconds ran: clocks settle in about a
-    # second, so a count alone leaves a fast GPU kernel's first samples at cold clocks.
-    warmup_seconds: float = 1.0
-    repeats: int = 10
-    # Rows of C checked against a float64 reference before timing.
-    check_rows: int = 16
-    # Keep timing past `repeats` until this many seconds are covered: a sustained window in
-    # which clocks and power settle (a 1 ms GPU kernel x 10 is a burst, not a measurement).
-    min_seconds: float = 2.0
-    # Size of the buffer copied to measure achievable memory bandwidth.
-    copy_mib: int = 1024
 
 
 @dataclass
@@ -91,7 +74,8 @@ class KnobsConfig:
 
 @dataclass
 class Config:
-    bench: BenchConfig = field(default_factory=BenchConfig)
+    # roofline/timing.py: the sweep, the knobs and the GPU suite time by it too.
+    bench: BenchSettings = field(default_factory=BenchSettings)
     sweep: SweepConfig = field(default_factory=SweepConfig)
     knobs: KnobsConfig = field(default_factory=KnobsConfig)
     devices: dict[str, DeviceConfig] = field(default_factory=dict)
@@ -339,6 +323,11 @@ def device_config(cfg: DictConfig, name: str) -> DictConfig:
     if name not in cfg.devices:
         raise ConfigError(f"unknown device {name!r}; allowed: {', '.join(cfg.devices)}")
     return cfg.devices[name]
+
+
+def bench_settings(cfg: DictConfig) -> BenchSettings:
+    """The config's `bench` as the plain dataclass the measuring functions take."""
+    return OmegaConf.to_object(cfg.bench)
 
 
 def to_plain(node: Any) -> Any:

@@ -7,12 +7,13 @@ It needs torch, nvidia-ml-py and PyYAML only (no dvc, hydra or omegaconf), so it
 GPU image's own Python, and it measures with the same functions as the pipeline's benchmark.
 
     python -m roofline.gpu_suite [--out FILE] [--size N] [--min-seconds S] [--no-knobs]
+                                 [--knob-seconds S]
 """
 
 import argparse
 import itertools
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -38,6 +39,7 @@ from roofline.measure import (
 )
 from roofline.rows import knob_row, row
 from roofline.schema import KnobMeasurement
+from roofline.timing import BenchSettings
 
 SUITE_DTYPES = NAMES  # every dtype of the registry runs on a GPU
 
@@ -94,19 +96,14 @@ def table(rows: list[dict[str, Any]], peak_clock_mhz: float | None = None) -> st
     return "\n".join(lines)
 
 
-@dataclass
-class Bench:
-    """What every point of the suite shares (the pipeline's `bench`, fixed here)."""
-
-    min_seconds: float = 1.0
-    seed: int = 0
-    warmup: int = 3
-    warmup_seconds: float = 1.0
-    repeats: int = 10
-    check_rows: int = 16
-
-
-def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: Bench, knobs: bool) -> dict:
+def run_gpu(
+    gpu: dict[str, Any],
+    devices: dict,
+    size: int,
+    bench: BenchSettings,
+    knobs: bool,
+    knob_seconds: float | None = None,
+) -> dict:
     name, dev = match(gpu, devices)
     mig = f", a MIG slice of {gpu['mig_parent']}" if gpu.get("mig_parent") else ""
     print(
@@ -147,7 +144,7 @@ def run_gpu(gpu: dict[str, Any], devices: dict, size: int, bench: Bench, knobs: 
     for line in checks:
         print(f"lab check: {line}")
     timing = timing_check(target, size, bench, fp16.median_s if fp16 else None)
-    knob_rows = run_knobs(name, target, gpu, bench, size) if knobs else []
+    knob_rows = run_knobs(name, target, gpu, bench, size, knob_seconds) if knobs else []
     return {
         "device": name,
         "gpu": gpu,
@@ -173,7 +170,7 @@ def do_bench_seconds(call: Any) -> float | str:
         return f"absent (do_bench could not run here: {raised(err)})"
 
 
-def timing_check(target: Target, size: int, bench: Bench, harness_s: float | None) -> dict:
+def timing_check(target: Target, size: int, bench: BenchSettings, harness_s: float | None) -> dict:
     """The harness's float16 median beside do_bench's and a bare loop's (calls back to back
     between one pair of events), measured in the same run: three ways that agree within 2%
     are the evidence that the timing is right."""
@@ -246,19 +243,23 @@ def ladder(rows: list[dict[str, Any]]) -> str:
     )
 
 
-def run_knobs(name: str, target: Any, gpu: dict[str, Any], bench: Bench, size: int) -> list[dict]:
-    """The lab's GPU knobs (conf/knobs/lab.yaml, the dtype ladder at the suite's size), each a
-    gain measured in one run."""
+def run_knobs(
+    name: str,
+    target: Any,
+    gpu: dict[str, Any],
+    bench: BenchSettings,
+    size: int,
+    seconds: float | None = None,
+) -> list[dict]:
+    """The lab's GPU knobs (conf/knobs/lab.yaml, the dtype ladder at the suite's size and the
+    launch-bound shape no larger), each a gain measured in one run; `seconds` per side, else the
+    lab's."""
     config = yaml.safe_load(Path("conf/knobs/lab.yaml").read_text(encoding="utf-8"))
     config["cuda"]["shape"] = [size] * 3
-    settings = Settings(
-        seed=bench.seed,
-        warmup=bench.warmup,
-        check_rows=bench.check_rows,
-        rounds=config["rounds"],
-        min_seconds=config["min_seconds"],
-        warmup_seconds=bench.warmup_seconds,
-    )
+    config["cuda"]["small_shape"] = [min(size, n) for n in config["cuda"]["small_shape"]]
+    seconds = config["min_seconds"] if seconds is None else seconds
+    window = replace(bench, min_seconds=seconds)  # the knobs' own
+    settings = Settings(window, config["rounds"])
     print("\nknobs (gain = variant / baseline, both sides interleaved in one run):", flush=True)
     rows, _ = measure_knobs(
         name, target, gpu, SimpleNamespace(cuda=SimpleNamespace(**config["cuda"])), settings
@@ -291,6 +292,11 @@ def main(argv: list[str] | None = None) -> None:
         default=1.0,
         help="warm-up by time before each point, clocks settling (default 1)",
     )
+    parser.add_argument(
+        "--knob-seconds",
+        type=float,
+        help="sustained time per side of each knob (default: conf/knobs/lab.yaml's)",
+    )
     args = parser.parse_args(argv)
     gpus = gpu_info()
     if not gpus:
@@ -299,10 +305,12 @@ def main(argv: list[str] | None = None) -> None:
     if not chosen:
         known = ", ".join(str(g["index"]) for g in gpus)
         raise HardwareError(f"--gpu {args.gpu}: no such GPU; this machine has {known}")
-    bench = Bench(min_seconds=args.min_seconds, warmup_seconds=args.warmup_seconds)
+    # The settings' own defaults (the suite reads no params.yaml) but for the windows asked.
+    bench = BenchSettings(min_seconds=args.min_seconds, warmup_seconds=args.warmup_seconds)
     results = []
     for gpu in chosen:  # each GPU's results written as soon as it is measured
-        results.append(run_gpu(gpu, device_files(), args.size, bench, knobs=not args.no_knobs))
+        knobs = not args.no_knobs
+        results.append(run_gpu(gpu, device_files(), args.size, bench, knobs, args.knob_seconds))
         if args.out:
             args.out.write_text(json.dumps(results, indent=2, default=str) + "\n", encoding="utf-8")
 

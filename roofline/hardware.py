@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roofline import kinds
-from roofline.dtypes import CPU_FLAGS
 from roofline.errors import HardwareError
-from roofline.timing import our_cpus
+
+# platform, roofline.kinds, .dtypes and .timing are imported where they are used: the probe of
+# every device imports this module for boot() on every `dvc repro`, and answers from its cache
+# when nothing changed (stages/probe.py).
 
 if TYPE_CHECKING:  # omegaconf stays optional here: the GPU suite runs without it
     from omegaconf import DictConfig
@@ -40,6 +40,8 @@ def _linux_cache_bytes() -> int | None:
 def usable_cpus() -> set[int] | None:
     """The CPUs this process may run on (its affinity: `taskset`, a container's cpuset), or None
     where the OS does not say (macOS)."""
+    from roofline.timing import our_cpus
+
     if (cpus := our_cpus()) is not None:  # Linux: what the timed windows are read over too
         return cpus
     import psutil
@@ -67,6 +69,8 @@ def cpu_facts() -> dict[str, Any]:
     """This CPU as maintained libraries report it on Linux, macOS and Windows alike: py-cpuinfo
     (model, vendor, family, flags), psutil (cores, memory), platform (OS, architecture), and
     joblib the cores this process may use: its affinity and a cgroup CPU quota (a container's)."""
+    import platform
+
     import cpuinfo
     import joblib
     import psutil
@@ -135,6 +139,8 @@ def microarchitecture(vendor: str | None, family: int | None, model: int | None)
 
 def cpu_info(facts: dict[str, Any] | None = None) -> dict[str, Any]:
     """This machine's CPU as the probe records it (`facts`: cpu_facts(), or a played one)."""
+    from roofline.dtypes import CPU_FLAGS
+
     facts = facts or cpu_facts()
     flags = set(facts["flags"])
     return {
@@ -234,6 +240,8 @@ def gpu_info() -> list[dict[str, Any]]:
     """NVIDIA GPUs through torch (always) and NVML (driver, power, clocks). GPUs that NVML sees
     and torch cannot use stop the probe, by name: a pod that measured nothing must not look as
     if it had no GPU."""
+    from roofline import kinds
+
     count = gpu_count()
     if count == 0:
         return []

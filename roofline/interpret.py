@@ -5,11 +5,13 @@ baked into a measurement, so a corrected price or peak re-renders without re-mea
 Pure functions over plain records and device configs (a composed DictConfig, or a conf file
 read as a dict by the GPU suite); no pandas, no omegaconf."""
 
+from dataclasses import dataclass
 from typing import Any
 
 from roofline.arithmetic import cpu_flop_per_cycle
 from roofline.dtypes import DTYPES
 from roofline.hardware import kind
+from roofline.manifest import DeviceEntry, PublishedFigure
 from roofline.roofs import cpu_peak_tflops, implied_clock_ghz
 from roofline.rows import Row, row
 from roofline.schema import Measurement
@@ -156,17 +158,24 @@ PUBLISHED_MARGIN = 0.10
 PUBLISHED_CAUSES = "the power cap, the clocks under load, other processes on the GPU, the driver"
 
 
-def published_figure(published: list[dict[str, Any]], result: Any) -> dict[str, Any] | None:
+def published_figure(published: list[PublishedFigure], result: Any) -> PublishedFigure | None:
     """The published figure for a result's dtype and shape on its SKU, if there is one."""
     shape = [result.m, result.n, result.k]
-    same = [p for p in published if p["dtype"] == result.dtype and list(p["shape"]) == shape]
+    same = [p for p in published if p.dtype == result.dtype and list(p.shape) == shape]
     return same[0] if same else None
 
 
-def verdict(band: list[float] | None, published: dict | None, result: Any) -> dict[str, Any]:
-    """A measured result against the lab's band (+-20%) and a published figure (-10%):
-    {"band": "in band" | "below band" | "above band" | None, "flags": [what is wrong, short],
-    "problems": [what is wrong, and what to check]}."""
+@dataclass(frozen=True)
+class Verdict:
+    """A measured result against the lab's band and a published figure."""
+
+    band: str | None  # "in band", "below band" or "above band"; None: no band for it
+    flags: list[str]  # what is wrong, short
+    problems: list[str]  # what is wrong, and what to check
+
+
+def verdict(band: list[float] | None, published: PublishedFigure | None, result: Any) -> Verdict:
+    """A measured result against the lab's band (+-20%) and a published figure (-10%)."""
     achieved, peak = result.achieved_tflops, result.peak_tflops
     flags, problems = [], []
     if peak and achieved > peak:
@@ -180,18 +189,19 @@ def verdict(band: list[float] | None, published: dict | None, result: Any) -> di
                 f"{result.dtype} {achieved:.1f} TFLOP/s is {where.split()[0]} the lab's band "
                 f"{band[0]:g}-{band[1]:g} +-20% ({low:.0f}-{high:.0f}); usual causes: {LAB_CAUSES}"
             )
-    if published and achieved < (1 - PUBLISHED_MARGIN) * published["tflops"]:
-        flags.append(f"{1 - achieved / published['tflops']:.0%} below published")
+    if published and achieved < (1 - PUBLISHED_MARGIN) * published.tflops:
+        below = 1 - achieved / published.tflops
+        flags.append(f"{below:.0%} below published")
         problems.append(
-            f"{result.dtype} {achieved:.1f} TFLOP/s is {1 - achieved / published['tflops']:.0%} "
-            f"below the {published['tflops']:g} published for this SKU ({published['source']}); "
+            f"{result.dtype} {achieved:.1f} TFLOP/s is {below:.0%} below the "
+            f"{published.tflops:g} published for this SKU ({published.source}); "
             f"check {PUBLISHED_CAUSES}"
         )
-    return {"band": where, "flags": flags, "problems": problems}
+    return Verdict(where, flags, problems)
 
 
-def judge(entry: dict[str, Any], result: Any) -> tuple[dict | None, dict[str, Any]]:
+def judge(entry: DeviceEntry, result: Any) -> tuple[PublishedFigure | None, Verdict]:
     """(the published figure for a result's work on its SKU, its verdict), from the device's
     manifest entry."""
-    figure = published_figure(entry["datasheet"].get("published", []), result)
-    return figure, verdict(entry["lab"]["band_tflops"].get(result.dtype), figure, result)
+    figure = published_figure(entry.datasheet.published, result)
+    return figure, verdict(entry.lab.band_tflops.get(result.dtype), figure, result)

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,7 @@ from roofline.kinds import Unavailable
 from roofline.measure import CALL_ERRORS, Target, native_cpu_dtypes, raised
 from roofline.peakflops import naive_matmul
 from roofline.schema import KnobMeasurement
-from roofline.timing import Timer, sample
+from roofline.timing import BenchSettings, Timer, sample
 
 
 @dataclass
@@ -59,15 +59,19 @@ class Knob:
 
 @dataclass
 class Settings:
-    """What every side shares: the bench's seed, warm-up and check, the knobs' window."""
+    """What every side shares: the bench's settings (seed, warm-up, check) with the knobs' own
+    window in `bench.min_seconds` (per side, over its rounds), and how many rounds share it."""
 
-    seed: int
-    warmup: int
-    check_rows: int
+    bench: BenchSettings
     rounds: int
-    min_seconds: float
     threads: int = 1  # a CPU's cores, for a side measured in a process of its own
-    warmup_seconds: float = 0.0  # each side's first round warms up this long, as the benchmark
+
+
+def round_window(bench: BenchSettings, seconds: float, first: bool) -> BenchSettings:
+    """One round of a side: one call at least, `seconds` in all. Its first round warms up as
+    the benchmark does; a later one follows the other side's round: one call."""
+    warm = {} if first else {"warmup": 1, "warmup_seconds": 0.0}
+    return replace(bench, repeats=1, min_seconds=seconds, **warm)
 
 
 def in_process(
@@ -82,16 +86,9 @@ def in_process(
     that stands for `per_call` calls (a CUDA graph's replay) is divided by them."""
 
     def measure(seconds: float, first: bool) -> list[float]:
-        warmup, warmup_seconds = (s.warmup, s.warmup_seconds) if first else (1, 0.0)
+        window = round_window(s.bench, seconds, first)
         with around():
-            samples = sample(
-                prepared.call,
-                timer,
-                warmup,
-                repeats=1,
-                min_seconds=seconds,
-                warmup_seconds=warmup_seconds,
-            ).samples
+            samples = sample(prepared.call, timer, **window.sample_options()).samples
         return [t / per_call for t in samples]
 
     return Side(label, prepared.check_error, measure)
@@ -104,8 +101,8 @@ def matmul(
         *shape,
         dtype,
         target.device,
-        seed=settings.seed,
-        check_rows=settings.check_rows,
+        seed=settings.bench.seed,
+        check_rows=settings.bench.check_rows,
         cache_bytes=target.cache_bytes,
         **options,
     )
@@ -311,7 +308,7 @@ def measure_knob(name: str, knob: Knob, s: Settings) -> KnobMeasurement:
         point.baseline, point.variant = baseline.label, variant.label
         point.baseline_check_error = baseline.check_error
         point.variant_check_error = variant.check_error
-        seconds = s.min_seconds / s.rounds
+        seconds = s.bench.min_seconds / s.rounds
         for round_ in range(s.rounds):
             point.baseline_samples_s += baseline.measure(seconds, round_ == 0)
             point.variant_samples_s += variant.measure(seconds, round_ == 0)
@@ -377,18 +374,19 @@ def capped_side(label: str, isa: str | None, shape: list[int], s: Settings) -> S
     if isa:
         env["ONEDNN_MAX_CPU_ISA"] = isa
 
-    def run(seconds: float, warmup: int) -> dict[str, Any]:
-        args = [sys.executable, "-m", "roofline.capped", json.dumps([shape, asdict(s)])]
-        done = subprocess.run(
-            [*args, str(seconds), str(warmup)], env=env, capture_output=True, text=True
-        )
+    def run(window: BenchSettings) -> dict[str, Any]:
+        options = json.dumps([shape, s.threads, asdict(window)])
+        args = [sys.executable, "-m", "roofline.capped", options]
+        done = subprocess.run(args, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise Unavailable(f"oneDNN capped at {isa} did not run: {done.stderr.strip()[-300:]}")
         return json.loads(done.stdout)
 
-    checked = run(0.0, 0)
+    def measure(seconds: float, first: bool) -> list[float]:
+        # Each round a fresh process: the bench's warm-up count every round, none by time.
+        return run(replace(s.bench, repeats=1, min_seconds=seconds, warmup_seconds=0.0))["samples"]
+
+    checked = run(replace(s.bench, min_seconds=0.0))  # a window of 0 s: checked, not timed
     if checked["error"]:
         raise WrongResult(checked["error"])
-    return Side(
-        label, checked["check_error"], lambda seconds, first: run(seconds, s.warmup)["samples"]
-    )
+    return Side(label, checked["check_error"], measure)

@@ -18,6 +18,7 @@ from roofline.dtypes import DTYPES
 from roofline.errors import RooflineError
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from roofline.schema import Measurement, empty, measurement
+from roofline.timing import BenchSettings
 
 
 @dataclass
@@ -89,7 +90,7 @@ def measure_point(
     dtype: str,
     shape: list[int],
     target: Target,
-    bench: Any,
+    bench: BenchSettings,
     found: dict[str, Any],
     backend: str = "torch",
 ) -> Measurement:
@@ -105,15 +106,12 @@ def measure_point(
             dtype,
             target.kind,
             seed=bench.seed,
-            warmup=bench.warmup,
-            repeats=bench.repeats,
             check_rows=bench.check_rows,
             cache_bytes=target.cache_bytes,
-            min_seconds=bench.min_seconds,
-            warmup_seconds=getattr(bench, "warmup_seconds", 0.0),
             monitor=target.monitor,
             backend=backend,
             threads=target.threads,
+            **bench.sample_options(),
         )
     except WrongResult as err:
         return empty(name, dtype, shape, "failed", f"wrong result, not timed: {err}", backend)
@@ -165,17 +163,14 @@ def describe(point: Measurement) -> str:
     return text
 
 
-def measure_memory_ceiling(target: Target, bench: Any, nbytes: int) -> dict[str, Any]:
+def measure_memory_ceiling(target: Target, bench: BenchSettings, nbytes: int) -> dict[str, Any]:
     """A copy of `nbytes` on the device, bytes read and written both counted: its measured
     memory-bandwidth ceiling, with every sample."""
     samples = measure_copy(
         nbytes,
         target.kind,
         seed=bench.seed,
-        warmup=bench.warmup,
-        repeats=bench.repeats,
-        min_seconds=bench.min_seconds,
-        warmup_seconds=getattr(bench, "warmup_seconds", 0.0),
+        **bench.sample_options(),
     )
     stats = ar.summarize(samples)
     return {

@@ -1,5 +1,7 @@
 """The pipeline files, generated from conf/ by `roofline.compose` (its --check catches drift):
 
+- `experiments/x4-roofline/devices/dvc.yaml`: the probe of every device, the one stage that
+  runs on every `dvc repro`;
 - `experiments/x4-roofline/devices/<name>/dvc.yaml` per device: probe -> benchmark and sweep,
   with the device's own dvc.lock, so two machines committing at once never conflict;
 - `dvc.yaml`: aggregate -> plot -> report over every device;
@@ -17,6 +19,7 @@ from roofline.code import code_deps
 from roofline.keys import fingerprint_params
 from roofline.params import PROBE_KEYS
 from roofline.paths import EXPERIMENT, RECORDS, device_dir, fingerprint_path
+from stages.probe import KEYS_FILE
 
 GENERATED = (
     "# Generated from conf/ by `uv run python -m roofline.compose`: edit conf/, not this file.\n"
@@ -69,16 +72,43 @@ def measuring_code(root: Path) -> list[str]:
     return sorted({f for stage in RECORDS for f in code_deps(f"stages.{stage}", root)})
 
 
+def up_to_root(folder: Path) -> str:
+    """A stage's wdir in a dvc.yaml in `folder`: its stages run from the repository root."""
+    return "/".join([".."] * len(folder.parts))
+
+
+def kept(path: Path) -> list[dict[str, Any]]:
+    return [{str(path): {"persist": True}}]
+
+
+def probes_pipeline(root: Path) -> dict[str, Any]:
+    """The probe of every device, in one process: the one stage DVC runs on every `dvc repro`
+    (five always-changed probe stages, one per device, made a no-op repro cost about twice
+    `dvc status`: docs/development.md). Its lock records only the keys file, the same on every
+    machine. DVC runs it before any device's stage because the keys file is aggregate's first
+    dependency (tests/test_dvc_yaml.py asks DVC for its plan)."""
+    return {
+        "stages": {
+            "probe": stage(
+                "stages.probe",
+                root,
+                wdir=up_to_root(KEYS_FILE.parent),
+                code=False,
+                always_changed=True,
+                outs=[{str(KEYS_FILE): {"cache": False, "persist": True}}],
+            )
+        }
+    }
+
+
 def device_pipeline(name: str, root: Path) -> dict[str, Any]:
     """One device's stages, run from the repository root. None depends on code or params.yaml
-    directly: the probe runs every time, and each measuring stage depends on its part of the
-    fingerprint (its key: the code and params that measure it), which the probe rewrites only
-    where the device is, so no other machine's change stales them."""
-    top = "/".join([".."] * len(device_dir(name).parts))
-
-    def kept(path: Path) -> list[dict[str, Any]]:
-        return [{str(path): {"persist": True}}]
-
+    directly: the probe of every device (probes_pipeline) runs every time and rewrites this
+    device's fingerprint when it changes, which runs this probe stage, so that the device's own
+    dvc.lock records it; each measuring stage depends on its part of the fingerprint (its key:
+    the code and params that measure it), which the probe rewrites only where the device is,
+    so no other machine's change stales them."""
+    top = up_to_root(device_dir(name))
     stages = {
         "probe": stage(
             "stages.probe",
@@ -86,7 +116,6 @@ def device_pipeline(name: str, root: Path) -> dict[str, Any]:
             name,
             wdir=top,
             code=False,
-            always_changed=True,  # cheap; its output changes only with what it fingerprints
             params=[f"devices.{name}.{key}" for key in PROBE_KEYS],
             outs=kept(fingerprint_path(name)),
         )
@@ -137,8 +166,9 @@ def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
             "aggregate": stage(
                 "stages.aggregate",
                 root,
-                # The measuring code too: a record measured by older code is shown as such.
-                deps=[*recorded, *measuring_code(root)],
+                # The keys first (see probes_pipeline), and the measuring code: a record
+                # measured by older code is shown as such.
+                deps=[KEYS_FILE, *recorded, *measuring_code(root)],
                 params=[
                     "bench",
                     "sweep",
@@ -210,7 +240,10 @@ def pipeline_files(devices: dict[str, dict[str, Any]], root: Path) -> dict[Path,
     """Every generated file (relative to the root) and its text, for these devices (plain
     dicts, as composed into params.yaml)."""
     names = list(devices)
-    files = {Path("dvc.yaml"): dump(lab_pipeline(names, root))}
+    files = {
+        Path("dvc.yaml"): dump(lab_pipeline(names, root)),
+        KEYS_FILE.parent / "dvc.yaml": dump(probes_pipeline(root)),
+    }
     for name, dev in devices.items():
         files[device_dir(name) / "dvc.yaml"] = dump(device_pipeline(name, root))
         files[device_dir(name) / ".gitignore"] = "".join(f"/{out}\n" for out in DEVICE_OUTPUTS)

@@ -16,6 +16,7 @@ from matplotlib.lines import Line2D
 
 from roofline.ceilings import measured_ceilings
 from roofline.dtypes import DTYPES, LAB_DTYPE
+from roofline.manifest import DeviceEntry, Manifest, ManifestJson, as_manifest
 from roofline.roofs import ridge_point, roof_tflops
 from roofline.rows import knob_title
 
@@ -32,7 +33,7 @@ AXES = {
 }
 
 
-def peak_roofs(name: str, entry: dict, rows: pd.DataFrame) -> dict[float, list[str]]:
+def peak_roofs(name: str, entry: DeviceEntry, rows: pd.DataFrame) -> dict[float, list[str]]:
     """Distinct peaks -> dtypes: the measured rows' (a CPU's computed ones), else the
     datasheet's for the lab's kernel."""
     measured = rows[(rows.device == name) & rows.peak_tflops.notna()]
@@ -40,7 +41,7 @@ def peak_roofs(name: str, entry: dict, rows: pd.DataFrame) -> dict[float, list[s
         measured = measured[measured.series == "lab"]
     peaks = dict(zip(measured.dtype, measured.peak_tflops, strict=True))
     if not peaks:
-        headline, sheet = LAB_DTYPE[entry["kind"]], entry["datasheet"]["peak_tflops"]
+        headline, sheet = LAB_DTYPE[entry.kind], entry.datasheet.peak_tflops
         peaks = {headline: sheet[headline]} if headline in sheet else {}
     by_peak: dict[float, list[str]] = {}
     for dtype, peak in peaks.items():
@@ -75,35 +76,44 @@ class Roof:
         return ridge_point(self.top, self.bandwidth) if self.bandwidth else None
 
 
-def roofs(rows: pd.DataFrame, manifest: dict) -> list[Roof]:
+def copy_gbps(entry: DeviceEntry) -> float | None:
+    """The device's measured copy bandwidth: its measured memory slope (None: not measured)."""
+    return entry.measured.memory_copy.gbps if entry.measured else None
+
+
+def fma_tflops(entry: DeviceEntry) -> float | None:
+    """A CPU's measured FMA ceiling, where it has one."""
+    fma = entry.measured.fma if entry.measured else None
+    return fma.gflops / 1e3 if fma and fma.gflops else None
+
+
+def roofs(rows: pd.DataFrame, manifest: Manifest) -> list[Roof]:
     """Every device's datasheet roofs (per distinct peak) and measured ones (per dtype's best
     point, over the copy bandwidth), in config order."""
     ceilings = measured_ceilings(rows)
     out = []
     for name in drawn(rows, manifest):
-        entry = manifest["devices"][name]
-        pending = entry["status"] != "measured"
-        sheet_bw = entry["datasheet"]["memory_bandwidth_gbps"]
+        entry = manifest.devices[name]
+        pending = entry.status != "measured"
+        sheet_bw, copy_bw = entry.datasheet.memory_bandwidth_gbps, copy_gbps(entry)
         for peak, dtypes in peak_roofs(name, entry, rows).items():
             out.append(Roof(name, "datasheet", dtypes, peak, sheet_bw, pending))
-        copy_bw = entry.get("memory_copy", {}).get("gbps")
-        fma = entry.get("fma", {}).get("gflops")
+        fma = fma_tflops(entry)
         if fma:
-            out.append(Roof(name, "FMA", ["float32"], fma / 1e3, copy_bw, pending))
+            out.append(Roof(name, "FMA", ["float32"], fma, copy_bw, pending))
         for (device, dtype), ceiling in ceilings.items():
             if device == name and copy_bw:
-                out.append(Roof(name, "measured", [dtype], ceiling["tflops"], copy_bw, pending))
+                out.append(Roof(name, "measured", [dtype], ceiling.tflops, copy_bw, pending))
     return out
 
 
-def drawn(rows: pd.DataFrame, manifest: dict) -> list[str]:
+def drawn(rows: pd.DataFrame, manifest: Manifest) -> list[str]:
     """The devices the plot draws, in config order: measured ones, and the pending ones whose
     conf shows them pending (the lab's)."""
     return [
         name
         for name in dict.fromkeys(rows.device)
-        if manifest["devices"][name]["status"] == "measured"
-        or manifest["devices"][name].get("show_pending", True)
+        if manifest.devices[name].status == "measured" or manifest.devices[name].show_pending
     ]
 
 
@@ -126,11 +136,10 @@ def line_style(color: tuple, pending: bool) -> dict:
     return {"color": color, "lw": 1.8 if pending else 2.4, "alpha": 0.45 if pending else 1.0}
 
 
-def device_handle(name: str, entry: dict, color: tuple) -> Line2D:
+def device_handle(name: str, entry: DeviceEntry, color: tuple) -> Line2D:
     """The legend line of a device: its name and memory slopes."""
-    pending = entry["status"] != "measured"
-    sheet_bw = entry["datasheet"]["memory_bandwidth_gbps"]
-    copy_bw = entry.get("memory_copy", {}).get("gbps")
+    pending = entry.status != "measured"
+    sheet_bw, copy_bw = entry.datasheet.memory_bandwidth_gbps, copy_gbps(entry)
     slopes = [f"datasheet {sheet_bw:g} GB/s"] if sheet_bw else []
     slopes += [f"measured {copy_bw:.0f} GB/s"] if copy_bw else []
     label = f"{name}{' (pending)' if pending else ''}: {', '.join(slopes) or 'no bandwidth known'}"
@@ -174,7 +183,9 @@ def label_roofs(ax: Axes, labels: dict[float, list[tuple[str, tuple, float]]]) -
         )
 
 
-def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
+def draw(rows: pd.DataFrame, manifest: Manifest | ManifestJson) -> Figure:
+    """The unified roofline: every drawn device's roofs, and its lab kernel's points."""
+    manifest = as_manifest(manifest)
     sns.set_theme(style="whitegrid", context="talk")
     colors = palette(drawn(rows, manifest))
     fig, ax = plt.subplots(figsize=(14, 8.5))
@@ -187,7 +198,7 @@ def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
             text = f"{r.device} {what} {r.top:.3g}"
             labels.setdefault(r.top, []).append((text, line["color"], line["alpha"]))
     label_roofs(ax, labels)
-    handles = [device_handle(n, manifest["devices"][n], colors[n]) for n in drawn(rows, manifest)]
+    handles = [device_handle(n, manifest.devices[n], colors[n]) for n in drawn(rows, manifest)]
     lab = rows[(rows.status == "measured") & (rows.series == "lab")]
     for (name, dtype, backend), group in lab.groupby(["device", "dtype", "backend"], sort=False):
         ax.scatter(
@@ -231,10 +242,11 @@ def draw(rows: pd.DataFrame, manifest: dict) -> Figure:
 DATUM = ("kind", "device", "source", "line", "backend", "dtype", "series", "shape", "mfu")
 
 
-def interactive(rows: pd.DataFrame, manifest: dict) -> list[dict]:
+def interactive(rows: pd.DataFrame, manifest: Manifest | ManifestJson) -> list[dict]:
     """The roofline as data for `dvc plots show` / `dvc plots diff` (template
     .dvc/plots/roofline.json): each roof's corners, and every measured point with what its
     tooltip shows."""
+    manifest = as_manifest(manifest)
     data = []
     for r in roofs(rows, manifest):
         line = f"{r.device} {r.source} {'/'.join(r.dtypes)}"
@@ -260,13 +272,12 @@ def interactive(rows: pd.DataFrame, manifest: dict) -> list[dict]:
     return data
 
 
-def draw_sweeps(rows: pd.DataFrame, manifest: dict) -> Figure:
+def draw_sweeps(rows: pd.DataFrame, manifest: Manifest | ManifestJson) -> Figure:
     """One panel per measured device: its measured ceilings per dtype and every point, marked
     by series (lab, square, skinny, best-shape)."""
+    manifest = as_manifest(manifest)
     sns.set_theme(style="whitegrid", context="notebook")
-    measured = [
-        n for n in dict.fromkeys(rows.device) if manifest["devices"][n]["status"] == "measured"
-    ]
+    measured = [n for n in dict.fromkeys(rows.device) if manifest.devices[n].status == "measured"]
     fig, axes = plt.subplots(
         1, max(1, len(measured)), figsize=(7 * max(1, len(measured)), 5.5), squeeze=False
     )
@@ -276,11 +287,11 @@ def draw_sweeps(rows: pd.DataFrame, manifest: dict) -> Figure:
     ceilings = measured_ceilings(rows)
     dtype_colors = dict(zip(DTYPES, sns.color_palette("colorblind"), strict=False))
     for ax, name in zip(axes[0], measured, strict=True):
-        copy_bw = manifest["devices"][name]["memory_copy"]["gbps"]
+        copy_bw = copy_gbps(manifest.devices[name])
         points = rows[(rows.device == name) & (rows.status == "measured")]
         for dtype, group in points.groupby("dtype", sort=False):
             color = dtype_colors.get(dtype, "grey")
-            ceiling = Roof(name, "measured", [dtype], ceilings[(name, dtype)]["tflops"], copy_bw)
+            ceiling = Roof(name, "measured", [dtype], ceilings[(name, dtype)].tflops, copy_bw)
             draw_roof(ax, ceiling, ":", color=color, lw=2)
             for series, part in group.groupby("series", sort=False):
                 ax.scatter(

@@ -11,6 +11,8 @@ import pandas as pd
 from roofline.arithmetic import matmul_bytes
 from roofline.backends import label
 from roofline.ceilings import (
+    Step,
+    StepId,
     breakdown,
     headline,
     lab_headline,
@@ -21,6 +23,7 @@ from roofline.ceilings import (
 )
 from roofline.dtypes import DTYPES, LAB_DTYPE
 from roofline.interpret import PUBLISHED_CAUSES, PUBLISHED_MARGIN, judge, published_figure
+from roofline.manifest import DeviceEntry, Manifest, ManifestJson, MeasuredRun, as_manifest
 from roofline.roofs import ridge_point
 from roofline.rows import KNOB_COLUMNS, knob_title
 
@@ -62,21 +65,28 @@ def table(rows: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def library(entry: dict[str, Any], backend: str, dtype: str) -> str:
+def run_of(entry: DeviceEntry) -> MeasuredRun:
+    """A measured device's run (roofline.manifest checked that a measured entry has one)."""
+    if entry.measured is None:
+        raise ValueError(f"{entry.sku} was not measured: it has no run to report")
+    return entry.measured
+
+
+def library(entry: DeviceEntry, backend: str, dtype: str) -> str:
     """What a row went through, as the run recorded it."""
-    if entry["kind"] != "cpu":
-        details, versions = entry.get("details", {}), entry["versions"]
-        if entry["kind"] == "mps":
-            return f"torch {versions['torch']} (mps)"
+    run = run_of(entry)
+    if entry.kind != "cpu":
+        if entry.kind == "mps":
+            return f"torch {run.versions.torch} (mps)"
         return (
-            f"torch {versions['torch']}, CUDA {versions['cuda']}, cuBLASLt "
-            f"{details.get('cublaslt')}, driver {details.get('driver')}"
+            f"torch {run.versions.torch}, CUDA {run.versions.cuda}, cuBLASLt "
+            f"{run.details.cublaslt}, driver {run.details.driver}"
         )
-    return label(backend, entry.get("libraries", {}).get(backend), dtype)
+    return label(backend, (run.libraries or {}).get(backend), dtype)
 
 
-def achieved_sentence(head: Any, entry: dict[str, Any]) -> str:
-    threads = f", {entry['threads']} threads" if entry["kind"] == "cpu" else ""
+def achieved_sentence(head: Any, entry: DeviceEntry) -> str:
+    threads = f", {run_of(entry).threads} threads" if entry.kind == "cpu" else ""
     return (
         f"**{head.dtype} {head.m}×{head.n}×{head.k}** ran at **{head.achieved_tflops:.4g} "
         f"TFLOP/s** (median of {int(head.repeats)}, spread {head.spread:.1%}) through "
@@ -103,16 +113,16 @@ def mfu_sentence(head: Any) -> str:
     )
 
 
-def intensity_sentence(head: Any, entry: dict[str, Any]) -> str:
-    copy = entry["memory_copy"]
-    move_s = matmul_bytes(head.m, head.n, head.k, head.dtype) / (copy["gbps"] * 1e9)
+def intensity_sentence(head: Any, entry: DeviceEntry) -> str:
+    gbps = run_of(entry).memory_copy.gbps
+    move_s = matmul_bytes(head.m, head.n, head.k, head.dtype) / (gbps * 1e9)
     moving = (
-        f"moving its operands once at the measured copy bandwidth ({copy['gbps']:.1f} GB/s) "
+        f"moving its operands once at the measured copy bandwidth ({gbps:.1f} GB/s) "
         f"takes {move_s:.3g} s, {move_s / head.median_s:.1%} of the measured time"
     )
     if pd.isna(head.peak_tflops):
         return f"Its intensity is {head.arithmetic_intensity:.1f} FLOP/byte: {moving}."
-    ridge = ridge_point(head.peak_tflops, copy["gbps"])
+    ridge = ridge_point(head.peak_tflops, gbps)
     side = "compute" if head.arithmetic_intensity > ridge else "memory"
     return (
         f"Its intensity, {head.arithmetic_intensity:.1f} FLOP/byte, is "
@@ -126,7 +136,7 @@ def same_point(rows: pd.DataFrame, head: Any) -> pd.DataFrame:
     return measured[(measured.m == head.m) & (measured.n == head.n) & (measured.k == head.k)]
 
 
-def backend_sentences(head: Any, entry: dict[str, Any], rows: pd.DataFrame) -> list[str]:
+def backend_sentences(head: Any, entry: DeviceEntry, rows: pd.DataFrame) -> list[str]:
     """The other libraries on the same kernel: which BLAS is fastest is this machine's fact."""
     same = same_point(rows, head)
     others = same[(same.dtype == head.dtype) & (same.backend != head.backend)]
@@ -135,7 +145,7 @@ def backend_sentences(head: Any, entry: dict[str, Any], rows: pd.DataFrame) -> l
         f"{r.achieved_tflops:.4g} TFLOP/s: the fastest is {times(head.achieved_tflops / r.achieved_tflops)} it."
         for r in others.itertuples()
     ]
-    amd = (entry.get("details", {}).get("microarchitecture") or "").startswith("zen")
+    amd = (run_of(entry).details.microarchitecture or "").startswith("zen")
     torch_row = others[others.backend == "torch"]
     if amd and head.dtype == "float32" and not torch_row.empty:
         out.append(
@@ -174,23 +184,24 @@ def dtype_sentences(head: Any, rows: pd.DataFrame, knobs_measured: bool = False)
     return out
 
 
-def fma_sentences(head: Any, entry: dict[str, Any]) -> list[str]:
+def fma_sentences(head: Any, entry: DeviceEntry) -> list[str]:
     """A CPU's own compute ceiling: its FMA throughput on every core, against the computed peak."""
-    fma = entry.get("fma")
+    run = run_of(entry)
+    fma = run.fma
     if not fma:
         return []
-    if fma["gflops"] is None:
+    if fma.gflops is None:
         return [
-            f"This CPU's FMA ceiling was {fma['reason']}, so nothing here bounds the BLAS but the computed peak."
+            f"This CPU's FMA ceiling was {fma.reason}, so nothing here bounds the BLAS but the computed peak."
         ]
-    ceiling = fma["gflops"] / 1e3
+    ceiling = fma.gflops / 1e3
     text = (
-        f"The CPU's FMA ceiling, measured on every core at once ({fma['vector']}), is "
+        f"The CPU's FMA ceiling, measured on every core at once ({fma.vector}), is "
         f"{ceiling:.4g} TFLOP/s; the kernel reaches {head.achieved_tflops / ceiling:.0%} of it"
     )
-    computed = entry.get("peaks_used", {}).get("float32", {})
-    if computed.get("tflops") and head.dtype == "float32":
-        share = ceiling / computed["tflops"]
+    computed = run.peaks_used.get("float32")  # the peak a float32 kernel is held to
+    if computed and computed.tflops and head.dtype == "float32":
+        share = ceiling / computed.tflops
         text += (
             f", and the ceiling is {share:.0%} of the computed peak"
             + (
@@ -222,10 +233,10 @@ def noisy_sentence(head: Any) -> str:
     )
 
 
-def telemetry_sentences(head: Any, entry: dict[str, Any]) -> list[str]:
+def telemetry_sentences(head: Any, entry: DeviceEntry) -> list[str]:
     if pd.notna(head.sm_clock_mhz):
         text = f"During the timed window the SM clock averaged {head.sm_clock_mhz:.0f} MHz"
-        assumed = entry["datasheet"].get("peak_clock_mhz")
+        assumed = entry.datasheet.peak_clock_mhz
         if assumed:
             text += (
                 f", {head.sm_clock_mhz / assumed:.0%} of the {assumed:.0f} MHz the datasheet peak "
@@ -242,7 +253,7 @@ def telemetry_sentences(head: Any, entry: dict[str, Any]) -> list[str]:
             else "; no clock limit was reported."
         )
         return [text]
-    if entry["kind"] == "cuda":
+    if entry.kind == "cuda":
         return ["No NVML telemetry was recorded, so the clock under load is unknown."]
     return []
 
@@ -258,8 +269,8 @@ FORCING = (
 )
 
 
-def forced_sentences(entry: dict[str, Any]) -> list[str]:
-    environment = entry.get("environment", {})
+def forced_sentences(entry: DeviceEntry) -> list[str]:
+    environment = run_of(entry).environment
     forced = [f"{name}={environment[name]}" for name in FORCING if name in environment]
     if not forced:
         return []
@@ -270,11 +281,11 @@ def forced_sentences(entry: dict[str, Any]) -> list[str]:
 
 
 def gap_paragraph(
-    name: str, entry: dict[str, Any], rows: pd.DataFrame, knobs: pd.DataFrame | None = None
+    name: str, entry: DeviceEntry, rows: pd.DataFrame, knobs: pd.DataFrame | None = None
 ) -> str:
     """What the device's lab kernel reached and why, each sentence from a measured number; with
     knobs measured, the largest one it leaves unturned."""
-    head = headline(rows, entry["kind"])
+    head = headline(rows, entry.kind)
     if head is None:
         return f"No kernel of {name} was measured: every row is skipped or failed (see the table)."
     parts = [
@@ -287,7 +298,7 @@ def gap_paragraph(
         *fma_sentences(head, entry),
         *telemetry_sentences(head, entry),
         datasheet_sentence(entry),
-        *[f"Lab check: {c}." for c in entry.get("lab_checks", [])],
+        *[f"Lab check: {c}." for c in run_of(entry).lab_checks],
         *forced_sentences(entry),
         *[
             f"{r.dtype} ({r.backend}) {r.status}: {r.reason}."
@@ -298,33 +309,33 @@ def gap_paragraph(
     return " ".join(part for part in parts if part)
 
 
-def datasheet_sentence(entry: dict[str, Any]) -> str:
+def datasheet_sentence(entry: DeviceEntry) -> str:
     """Where the datasheet this SKU is judged against falls short: none for its name, or the
     lab's band written for another SKU."""
-    if entry["datasheet"].get("missing"):
-        return entry["datasheet"]["missing"][0].upper() + entry["datasheet"]["missing"][1:] + "."
-    written_for = entry.get("lab", {}).get("written_for")
+    missing = entry.datasheet.missing
+    if missing:
+        return missing[0].upper() + missing[1:] + "."
+    written_for = entry.lab.written_for
     if written_for:
         return (
             f"The lab's band and done threshold were written for {written_for}; this is "
-            f"{entry['sku']}, so they are not applied."
+            f"{entry.sku}, so they are not applied."
         )
     return ""
 
 
-def pending_paragraph(name: str, entry: dict[str, Any]) -> str:
-    sheet = entry["datasheet"]
+def pending_paragraph(name: str, entry: DeviceEntry) -> str:
+    sheet = entry.datasheet
     peaks = (
-        ", ".join(f"{d} {p:g}" for d, p in sheet["peak_tflops"].items()) or "computed when measured"
+        ", ".join(f"{d} {p:g}" for d, p in sheet.peak_tflops.items()) or "computed when measured"
     )
     text = f"Never measured; the plot shows its datasheet roofline only (dense TFLOP/s: {peaks}"
-    if sheet["memory_bandwidth_gbps"]:
-        text += f"; {sheet['memory_bandwidth_gbps']:g} GB/s"
-        fp16 = sheet["peak_tflops"].get("float16")
+    bandwidth = sheet.memory_bandwidth_gbps
+    if bandwidth:
+        text += f"; {bandwidth:g} GB/s"
+        fp16 = sheet.peak_tflops.get("float16")  # the lab kernel's dtype on a GPU
         if fp16:
-            text += (
-                f"; float16 ridge {ridge_point(fp16, sheet['memory_bandwidth_gbps']):.0f} FLOP/byte"
-            )
+            text += f"; float16 ridge {ridge_point(fp16, bandwidth):.0f} FLOP/byte"
     return (
         text
         + "). To measure it, on a machine with this device, from a clone of this repository:\n\n"
@@ -333,39 +344,39 @@ def pending_paragraph(name: str, entry: dict[str, Any]) -> str:
     )
 
 
-def device_breakdown(name: str, entry: dict[str, Any], rows: pd.DataFrame, head: Any) -> list:
+def device_breakdown(name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any) -> list[Step]:
     """The device's headline from its dense peak down to the achieved figure, step by step."""
-    details, sheet = entry.get("details", {}), entry["datasheet"]
+    run, sheet = run_of(entry), entry.datasheet
     return breakdown(
         head,
         measured_ceilings(rows)[(name, head.dtype)],
-        entry["kind"],
-        details.get("sm_count") or sheet.get("sm_count"),
-        entry.get("fma"),
-        sheet.get("peak_clock_mhz"),
+        entry.kind,
+        run.details.sm_count or sheet.sm_count,
+        run.fma,
+        sheet.peak_clock_mhz,
     )
 
 
-def breakdown_lines(steps: list[dict[str, Any]]) -> list[str]:
+def breakdown_lines(steps: list[Step]) -> list[str]:
     lines = ["Gap breakdown, from the dense peak down to the achieved figure:", ""]
     for step in steps:
-        if step["tflops"] is None:
-            lines.append(f"- {step['step']}: {step['note']}")
+        if step.tflops is None:
+            lines.append(f"- {step.label}: {step.note}")
         else:
-            lines.append(f"- {step['step']}: **{step['tflops']:.4g} TFLOP/s**; {step['note']}")
+            lines.append(f"- {step.label}: **{step.tflops:.4g} TFLOP/s**; {step.note}")
     return lines
 
 
-def cost_line(entry: dict[str, Any], head: Any) -> str:
-    price = entry["cost_per_hour_usd"]
+def cost_line(entry: DeviceEntry, head: Any) -> str:
+    price, run = entry.cost_per_hour_usd, run_of(entry)
     if price is None:
         text = "Cost: no cost per hour is set for this device"
     elif price == 0:
-        text = f"Cost: own machine, no hourly price; the run took {entry['wall_s']:.0f} s"
+        text = f"Cost: own machine, no hourly price; the run took {run.wall_s:.0f} s"
     else:
         text = (
-            f"Cost: the run took {entry['wall_s']:.0f} s at ${price:g}/h, "
-            f"${entry['run_cost_usd']:.4f}; {head.achieved_tflops / price:.4g} TFLOP/s per dollar-hour"
+            f"Cost: the run took {run.wall_s:.0f} s at ${price:g}/h, "
+            f"${run.run_cost_usd:.4f}; {head.achieved_tflops / price:.4g} TFLOP/s per dollar-hour"
         )
     if pd.notna(getattr(head, "joules_per_tflop", float("nan"))):
         text += f"; {head.joules_per_tflop:.3g} J per TFLOP at {head.power_w:.0f} W (NVML)"
@@ -378,11 +389,12 @@ SWEEP_HINT = (
 )
 
 
-def prediction_line(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str:
+def prediction_line(name: str, entry: DeviceEntry, rows: pd.DataFrame) -> str:
     """The roofline's prediction from the measured ceilings against every measured point but
     those that define a ceiling, summarised per side of the ridge, with the likeliest cause of
     the worst error on each."""
-    pred = predictions(rows, {name: entry["memory_copy"]["gbps"]})
+    run = run_of(entry)
+    pred = predictions(rows, {name: run.memory_copy.gbps})
     if pred.empty:
         return ""
     checked = pred[~pred.defines_ceiling]
@@ -392,16 +404,16 @@ def prediction_line(name: str, entry: dict[str, Any], rows: pd.DataFrame) -> str
             "compute ceiling, so the roofline would predict it exactly, by construction; "
             f"{SWEEP_HINT} to check the roofline against."
         )
-    details = entry.get("details", {})
+    details = run.details
     overheads, ceilings = per_call_overheads(pred), measured_ceilings(rows)
     parts = []
     for bound, group in checked.groupby("bound", sort=True):
         worst = SimpleNamespace(**group.loc[group.error.abs().idxmax()].to_dict())
         cause = why(
             worst,
-            details.get("cache_bytes") or details.get("l2_bytes"),
+            details.cache_bytes or details.l2_bytes,
             overheads[worst.dtype],
-            details.get("sm_count"),
+            details.sm_count,
             ceilings[(name, worst.dtype)],
         )
         parts.append(
@@ -459,19 +471,19 @@ def unturned_sentence(knobs: pd.DataFrame) -> str:
 
 
 def device_section(
-    name: str, entry: dict[str, Any], rows: pd.DataFrame, knobs: pd.DataFrame | None = None
+    name: str, entry: DeviceEntry, rows: pd.DataFrame, knobs: pd.DataFrame | None = None
 ) -> list[str]:
-    if entry["status"] != "measured":
-        return [f"### {name}: {entry['sku']} (pending)", "", pending_paragraph(name, entry)]
-    lab = rows[rows.series == "lab"]
-    measured = entry["hardware"].get("model") or entry["hardware"].get("name")
+    if entry.status != "measured":
+        return [f"### {name}: {entry.sku} (pending)", "", pending_paragraph(name, entry)]
+    lab, run = rows[rows.series == "lab"], run_of(entry)
+    measured = run.hardware.model or run.hardware.name
     title = (
-        f"### {name}: {entry['sku']} ({'' if measured == entry['sku'] else measured + '; '}"
-        f"measured {entry['measured_at']} at {entry['git_revision'] or 'no git revision'})"
+        f"### {name}: {entry.sku} ({'' if measured == entry.sku else measured + '; '}"
+        f"measured {run.measured_at} at {run.git_revision or 'no git revision'})"
     )
     knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
     out = [title, "", gap_paragraph(name, entry, lab, knobs)]
-    head = headline(lab, entry["kind"])
+    head = headline(lab, entry.kind)
     if head is None:
         return out
     steps = device_breakdown(name, entry, rows, head)
@@ -482,30 +494,30 @@ def device_section(
     return out + (["", *ladder] if ladder else [])
 
 
-def shown(rows: pd.DataFrame, manifest: dict[str, Any]) -> tuple[list[str], list[str]]:
+def shown(rows: pd.DataFrame, manifest: Manifest) -> tuple[list[str], list[str]]:
     """(devices the report shows, devices not measured yet that it only names): a device not
     measured yet gets its line only if its conf shows it pending (the lab's own)."""
     shown, named = [], []
-    for name in dict.fromkeys([*rows.device, *manifest["devices"]]):  # config order; the lost last
-        entry = manifest["devices"][name]
-        visible = entry["status"] == "measured" or entry.get("show_pending", True)
+    for name in dict.fromkeys([*rows.device, *manifest.devices]):  # config order; the lost last
+        entry = manifest.devices[name]
+        visible = entry.status == "measured" or entry.show_pending
         (shown if visible else named).append(name)
     return shown, named
 
 
-def verdict_cell(entry: dict[str, Any], head: Any) -> str:
+def verdict_cell(entry: DeviceEntry, head: Any) -> str:
     if head is None:
-        return "nothing measured" if entry["status"] == "measured" else entry["status"]
+        return "nothing measured" if entry.status == "measured" else entry.status
     judged = judge(entry, head)[1]
-    written_for = entry["lab"].get("written_for")
-    band = judged["band"] or (
+    written_for = entry.lab.written_for
+    band = judged.band or (
         f"no band for this SKU (the lab's is {written_for}'s)" if written_for else "no band"
     )
-    flags = [*judged["flags"], *(["noisy window: re-measure"] if noisy(head) else [])]
+    flags = [*judged.flags, *(["noisy window: re-measure"] if noisy(head) else [])]
     return "; ".join([band, *(f"⚠ {flag}" for flag in flags)])
 
 
-def summary_table(rows: pd.DataFrame, manifest: dict[str, Any], devices: list[str]) -> str:
+def summary_table(rows: pd.DataFrame, manifest: Manifest, devices: list[str]) -> str:
     """One line per device: its lab kernel's figures beside the lab's band and what others
     published for the SKU, and the verdict."""
     lines = [
@@ -513,13 +525,13 @@ def summary_table(rows: pd.DataFrame, manifest: dict[str, Any], devices: list[st
         "|---|---|---|---:|---:|---:|---:|---|---:|---|",
     ]
     for name in devices:
-        entry = manifest["devices"][name]
+        entry = manifest.devices[name]
         head = lab_headline(rows, name, entry)
-        dtype = head.dtype if head is not None else LAB_DTYPE[entry["kind"]]
-        band = entry["lab"]["band_tflops"].get(dtype)
+        dtype = head.dtype if head is not None else LAB_DTYPE[entry.kind]
+        band = entry.lab.band_tflops.get(dtype)
         shape = SimpleNamespace(dtype=dtype, m=8192, n=8192, k=8192) if head is None else head
-        figure = published_figure(entry["datasheet"].get("published", []), shape)
-        cells = [name, entry["sku"], dtype]
+        figure = published_figure(entry.datasheet.published, shape)
+        cells = [name, entry.sku, dtype]
         if head is None:
             cells += ["", "", "", ""]
         else:
@@ -531,7 +543,7 @@ def summary_table(rows: pd.DataFrame, manifest: dict[str, Any], devices: list[st
             ]
         cells += [
             f"{band[0]:g}-{band[1]:g} ±20%" if band else "",
-            f"{figure['tflops']:g}" if figure else "",
+            f"{figure.tflops:g}" if figure else "",
             verdict_cell(entry, head),
         ]
         lines.append("| " + " | ".join(cells) + " |")
@@ -539,11 +551,11 @@ def summary_table(rows: pd.DataFrame, manifest: dict[str, Any], devices: list[st
 
 
 def definition_of_done(
-    rows: pd.DataFrame, manifest: dict[str, Any], concrete: dict[str, bool], plotted: bool
+    rows: pd.DataFrame, manifest: Manifest, concrete: dict[str, bool], plotted: bool
 ) -> list[str]:
     """The lab's Definition of Done, each item with what was measured."""
-    lab = [n for n in manifest.get("lab_devices", []) if n in manifest["devices"]]
-    measured = [n for n in lab if manifest["devices"][n]["status"] == "measured"]
+    lab = [n for n in manifest.lab_devices if n in manifest.devices]
+    measured = [n for n in lab if manifest.devices[n].status == "measured"]
     pending = [n for n in lab if n not in measured]
     items = [
         (
@@ -554,19 +566,19 @@ def definition_of_done(
         )
     ]
     for name in lab:
-        entry = manifest["devices"][name]
-        line = entry["lab"].get("line") or {}
-        for dtype, done in (line.get("lab_done_tflops") or {}).items():
+        entry = manifest.devices[name]
+        line = entry.lab.line
+        for dtype, done in (line.lab_done_tflops if line else {}).items():
             wanted = f"{name} {dtype} ≥ {done:g} TFLOP/s"
             head = lab_headline(rows, name, entry)
             if head is None or head.dtype != dtype:
                 items.append((False, f"{wanted}: pending"))
-            elif entry["lab"].get("written_for"):
+            elif entry.lab.written_for:
                 items.append(
                     (
                         False,
-                        f"{wanted} (written for the {line['sku']}): {head.achieved_tflops:.4g} "
-                        f"measured on another SKU, the {entry['sku']}",
+                        f"{wanted} (written for the {line.sku}): {head.achieved_tflops:.4g} "
+                        f"measured on another SKU, the {entry.sku}",
                     )
                 )
             else:
@@ -580,7 +592,7 @@ def definition_of_done(
             else "The roofline plot: not drawn yet (the plot stage writes roofline.png)",
         )
     )
-    shown = [n for n in concrete if manifest["devices"][n]["status"] == "measured"]
+    shown = [n for n in concrete if manifest.devices[n].status == "measured"]
     items.append(
         (
             bool(shown) and all(concrete[n] for n in shown),
@@ -591,33 +603,33 @@ def definition_of_done(
     return [f"- [{'x' if ok else ' '}] {text}." for ok, text in items]
 
 
-def largest_loss(steps: list[dict[str, Any]]) -> tuple[dict, dict] | None:
+def largest_loss(steps: list[Step]) -> tuple[Step, Step] | None:
     """(the step with the largest measured drop, the step above it), of a breakdown."""
-    measured = [s for s in steps if s["tflops"]]
+    measured = [s for s in steps if s.tflops]
     pairs = list(itertools.pairwise(measured))
     if not pairs:
         return None
-    above, below = min(pairs, key=lambda pair: pair[1]["tflops"] / pair[0]["tflops"])
+    above, below = min(pairs, key=lambda pair: pair[1].tflops / pair[0].tflops)
     return below, above
 
 
 # A breakdown's steps (roofline.ceilings.breakdown), as a loss, and as what a step leaves.
 LOSS = {
-    "at the SM clock under load": "the SM clock under load",
-    "measured FMA ceiling": "the cores' own FMA throughput",
-    "measured compute ceiling": "the shape",
-    "tile and wave quantisation": "tile and wave quantisation",
+    StepId.CLOCK: "the SM clock under load",
+    StepId.FMA: "the cores' own FMA throughput",
+    StepId.CEILING: "the shape",
+    StepId.QUANTISATION: "tile and wave quantisation",
 }
 LEFT = {
-    "dense peak": "of the dense peak",
-    "at the SM clock under load": "the SM clock under load leaves",
-    "measured FMA ceiling": "the cores' FMA throughput allows",
-    "measured compute ceiling": "the best shape measured reaches",
-    "tile and wave quantisation": "that tile and wave quantisation leave",
+    StepId.PEAK: "of the dense peak",
+    StepId.CLOCK: "the SM clock under load leaves",
+    StepId.FMA: "the cores' FMA throughput allows",
+    StepId.CEILING: "the best shape measured reaches",
+    StepId.QUANTISATION: "that tile and wave quantisation leave",
 }
 
 
-def cause_sentence(name: str, entry: dict[str, Any], rows: pd.DataFrame, head: Any) -> str:
+def cause_sentence(name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any) -> str:
     """The largest loss the breakdown measured, from the peak down to the achieved figure; for
     a headline timed in a noisy window, that it was, instead of a cause."""
     if noisy(head):
@@ -628,14 +640,14 @@ def cause_sentence(name: str, entry: dict[str, Any], rows: pd.DataFrame, head: A
     if found is None:
         return ""
     below, above = found
-    share = below["tflops"] / above["tflops"]
-    if below["step"] == "achieved":
+    share = below.tflops / above.tflops
+    if below.id is StepId.ACHIEVED:
         return (
             "Its largest loss is in the kernel itself, past what the breakdown measures: it "
-            f"reaches {share:.0%} of the {above['tflops']:.4g} TFLOP/s {LEFT[above['step']]}."
+            f"reaches {share:.0%} of the {above.tflops:.4g} TFLOP/s {LEFT[above.id]}."
         )
-    note = below["note"].split(":")[0] if below["step"] == "measured FMA ceiling" else below["note"]
-    return f"Its largest measured loss is {LOSS[below['step']]} ({note}): {share:.0%} of the step above."
+    note = below.note.split(":")[0] if below.id is StepId.FMA else below.note
+    return f"Its largest measured loss is {LOSS[below.id]} ({note}): {share:.0%} of the step above."
 
 
 def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:
@@ -663,7 +675,7 @@ def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:
 
 
 def summary_paragraph(
-    name: str, entry: dict[str, Any], rows: pd.DataFrame, knobs: pd.DataFrame
+    name: str, entry: DeviceEntry, rows: pd.DataFrame, knobs: pd.DataFrame
 ) -> tuple[str, bool]:
     """3 to 5 sentences: what it reached, beside what others published; its largest measured
     loss; the next knob; where its datasheet falls short. And whether it named a cause and a
@@ -682,16 +694,16 @@ def summary_paragraph(
         else "; no MFU, no datasheet peak"
     )
     sentences = [
-        f"**{name}** ({entry['sku']}) ran {head.dtype} {head.m}×{head.n}×{head.k} at "
+        f"**{name}** ({entry.sku}) ran {head.dtype} {head.m}×{head.n}×{head.k} at "
         f"**{head.achieved_tflops:.4g} TFLOP/s**{mfu}."
     ]
     figure = judge(entry, head)[0]
     if figure:
         text = (
-            f"Published for this SKU: {figure['tflops']:g} TFLOP/s ({figure['source']}); this "
-            f"run is {head.achieved_tflops / figure['tflops']:.0%} of it"
+            f"Published for this SKU: {figure.tflops:g} TFLOP/s ({figure.source}); this "
+            f"run is {head.achieved_tflops / figure.tflops:.0%} of it"
         )
-        below = head.achieved_tflops < (1 - PUBLISHED_MARGIN) * figure["tflops"]
+        below = head.achieved_tflops < (1 - PUBLISHED_MARGIN) * figure.tflops
         sentences.append(text + (f": check {PUBLISHED_CAUSES}." if below else "."))
     cause = cause_sentence(name, entry, rows, head)
     knob = knob_sentence(head, rows[rows.device == name], knobs)
@@ -702,26 +714,26 @@ def summary_paragraph(
     return " ".join(sentences), named and not knob.startswith("Next knob: not measured")
 
 
-def remeasure(name: str, entry: dict[str, Any]) -> str:
+def remeasure(name: str, entry: DeviceEntry) -> str:
     how = "`uv run dvc repro` on a machine that has it"
-    if entry["kind"] == "cuda":
+    if entry.kind == "cuda":
         how += f", or `uv run --group cloud python -m roofline.cloud {name}`"
     return how
 
 
-def older_sentence(name: str, entry: dict[str, Any]) -> str:
+def older_sentence(name: str, entry: DeviceEntry) -> str:
     """A device measured by older measuring code or params than today's: its numbers are that
     code's, never claimed as today's; each stage with the revision and time that measured it."""
-    older = entry.get("measured_by_older")
+    older = entry.measured.measured_by_older if entry.measured else None
     if not older:
         return ""
-    what = sorted({part for stage in older.values() for part in stage["older"]})
+    what = sorted({part for stage in older.values() for part in stage.older})
     runs: dict[tuple, list[str]] = {}
     for stage in ("benchmark", "sweep", "knobs"):
         if stage in older:
-            revision = older[stage]["git_revision"] or "unknown"
+            revision = older[stage].git_revision or "unknown"
             short = revision[:12] + ("+dirty" if revision.endswith("+dirty") else "")
-            runs.setdefault((short, older[stage]["measured_at"]), []).append(stage)
+            runs.setdefault((short, older[stage].measured_at), []).append(stage)
     said = "; ".join(
         f"{', '.join(stages)} at revision {rev}, {when or 'unknown'}"
         for (rev, when), stages in runs.items()
@@ -732,31 +744,32 @@ def older_sentence(name: str, entry: dict[str, Any]) -> str:
     )
 
 
-def pending_line(name: str, entry: dict[str, Any]) -> str:
+def pending_line(name: str, entry: DeviceEntry) -> str:
     how = remeasure(name, entry)
-    if entry["status"] == "lost":
+    if entry.status == "lost":
         return (
-            f"- **{name}** ({entry['sku']}): ⚠ lost: its results were in neither the workspace, "
+            f"- **{name}** ({entry.sku}): ⚠ lost: its results were in neither the workspace, "
             f"DVC's cache nor the remote (a push that failed), and were recorded as lost; to "
             f"measure it afresh, {how}."
         )
-    return f"- **{name}** ({entry['sku']}): pending; {how}."
+    return f"- **{name}** ({entry.sku}): pending; {how}."
 
 
 def render(
     rows: pd.DataFrame,
-    manifest: dict[str, Any],
+    manifest: Manifest | ManifestJson,
     knobs: pd.DataFrame | None = None,
     plotted: bool = True,
 ) -> str:
     """REPORT.md: one page. The plot, one table, the lab's Definition of Done, a paragraph per
     measured device and a line per pending one; everything else is in the appendix."""
+    manifest = as_manifest(manifest)
     devices, unmeasured = shown(rows, manifest)
     knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
     paragraphs = {
-        name: summary_paragraph(name, manifest["devices"][name], rows, knobs[knobs.device == name])
+        name: summary_paragraph(name, manifest.devices[name], rows, knobs[knobs.device == name])
         for name in devices
-        if manifest["devices"][name]["status"] == "measured"
+        if manifest.devices[name].status == "measured"
     }
     out = [
         "# Roofline report: dense matmul, FP16 8192³ on GPUs (FP32 on a CPU)",
@@ -778,20 +791,21 @@ def render(
         "## The gaps",
     ]
     for name in devices:
-        entry = manifest["devices"][name]
+        entry = manifest.devices[name]
         out += ["", paragraphs[name][0] if name in paragraphs else pending_line(name, entry)]
     if unmeasured:
-        listed = ", ".join(f"{n} ({manifest['devices'][n]['sku']})" for n in unmeasured)
+        listed = ", ".join(f"{n} ({manifest.devices[n].sku})" for n in unmeasured)
         out += ["", f"Not measured, and shown once a machine that has them runs: {listed}."]
     return "\n".join(out) + "\n"
 
 
 def appendix(
-    rows: pd.DataFrame, manifest: dict[str, Any], knobs: pd.DataFrame | None = None
+    rows: pd.DataFrame, manifest: Manifest | ManifestJson, knobs: pd.DataFrame | None = None
 ) -> str:
     """Everything the page leaves out: every row, each device's whole story (gap, breakdown,
     cost, roofline check, knob ladder), each point against the roofline's prediction."""
-    sweep = manifest.get("sweep", "none")
+    manifest = as_manifest(manifest)
+    sweep = manifest.sweep
     knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
     out = [
         "# Appendix: how each figure was measured, and every point",
@@ -812,9 +826,9 @@ def appendix(
         "## Each device",
     ]
     for name in dict.fromkeys(rows.device):
-        entry, own = manifest["devices"][name], knobs[knobs.device == name]
+        entry, own = manifest.devices[name], knobs[knobs.device == name]
         out += ["", *device_section(name, entry, rows[rows.device == name], own)]
-    if manifest.get("knobs", "none") != "none":
+    if manifest.knobs != "none":
         out += ["", "## Knobs", "", "The ladders above, drawn (gain on a log scale):", ""]
         out += ["![knobs](knobs.png)"]
     out += [
@@ -829,10 +843,10 @@ def appendix(
         "![sweeps](roofline-sweeps.png)",
     ]
     for name in dict.fromkeys(rows.device):
-        entry = manifest["devices"][name]
-        if entry["status"] != "measured":
+        entry = manifest.devices[name]
+        if entry.status != "measured":
             continue
-        pred = predictions(rows[rows.device == name], {name: entry["memory_copy"]["gbps"]})
+        pred = predictions(rows[rows.device == name], {name: run_of(entry).memory_copy.gbps})
         out += [
             "",
             f"### {name}",

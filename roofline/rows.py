@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 from roofline import arithmetic as ar
 from roofline.roofs import joules_per_tflop, mfu
-from roofline.schema import KnobMeasurement, Measurement
-from roofline.timing import HostTimer
+from roofline.schema import KnobMeasurement, Measurement, TimingMode
 
 
 @dataclass
@@ -36,7 +35,10 @@ class Row(Measurement):
     noisy: str = ""  # non-empty: its timed window was noisy, and the figures that say so
 
 
-CSV_COLUMNS = [f.name for f in dataclasses.fields(Row) if f.name != "samples_s"]
+# Every sample and the timing's mode stay in the records: the table's line says its timing in words.
+CSV_COLUMNS = [
+    f.name for f in dataclasses.fields(Row) if f.name not in ("samples_s", "timing_mode")
+]
 
 
 @dataclass
@@ -87,7 +89,7 @@ def shared_window(point: Measurement) -> str:
     process did not have went to others (not idle), other threads were runnable at both ends of
     the window, or the hypervisor took the cores. Host-clock timing only: a GPU's events time
     the device whatever its host does. A source the OS did not report (None) flags nothing."""
-    if not point.timing.startswith(HostTimer.name):
+    if point.timing_mode is not TimingMode.HOST:
         return ""
     share, idle, others, steal = point.cpu_share, point.cpu_idle, point.other_runnable, point.steal
     taken = share is not None and idle is not None and share < SHARE_MIN and idle < IDLE_MAX

@@ -8,6 +8,7 @@ re-renders the deliverables and re-measures nothing."""
 
 import contextlib
 import dataclasses
+import enum
 import errno
 import json
 import math
@@ -21,11 +22,37 @@ from pathlib import Path
 from typing import Any
 
 from roofline.errors import SchemaError, WriteError
+from roofline.timing import HostTimer
 
 STATUSES = ("measured", "pending", "skipped", "failed")
 # The version of the records' schema this code writes and reads; a record without one is from
 # before versions (1). A newer record is refused, never read as if it were this one.
-SCHEMA_VERSION = 2
+# 3: a measured row records its timing mode (`timing_mode`).
+SCHEMA_VERSION = 3
+
+
+class TimingMode(enum.StrEnum):
+    """How a point's samples were timed. Only a host clock times the host along with the work,
+    so only its window's share of the host can say the figure is noisy (roofline.rows)."""
+
+    HOST = "host"  # a host clock around each call (roofline.timing.HostTimer)
+    EVENTS = "events"  # device events around calls queued back to back (EventTimer)
+    GRAPH = "graph"  # a CUDA graph of calls, replayed back to back, per call
+
+
+# How the timers (roofline.kinds) and roofline.kernels describe a timing: "host clock", "cuda
+# events, calls back to back" (or "mps events"; "... (a CUDA graph was not faster)"), "CUDA
+# graph of 4 calls, replayed back to back".
+TIMING_TEXTS = ((HostTimer.name, TimingMode.HOST), ("CUDA graph of", TimingMode.GRAPH))
+
+
+def timing_mode_of(timing: str) -> TimingMode | None:
+    """The mode a timing's description names, or None (not measured, or a timer not known
+    here). The one place the text is read: a record from before schema 3 has only the text."""
+    for prefix, mode in TIMING_TEXTS:
+        if timing.startswith(prefix):
+            return mode
+    return TimingMode.EVENTS if " events" in timing else None
 
 
 @dataclass
@@ -45,6 +72,7 @@ class Measurement:
     check_error: float | None = None  # max relative error against float64, before timing
     samples_s: list[float] = field(default_factory=list)  # every timed call
     timing: str = ""  # how the samples were timed (host clock, events back to back, CUDA graph)
+    timing_mode: TimingMode | None = None  # the same, as a mode; None: not measured
     # GPU telemetry over the timed window (NVML); empty on CPUs.
     sm_clock_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
@@ -63,6 +91,14 @@ class Measurement:
     cpu_idle: float | None = None  # share of every core's time that was idle in the window
     other_runnable: int | None = None  # others' runnable threads at both ends, the fewer
     steal: float | None = None  # share of every core's time the hypervisor took in the window
+
+    def __post_init__(self) -> None:
+        # Set where the point is measured; read back from JSON as its text, or, in a record
+        # from before the mode was recorded, derived from its timing's description, once here.
+        if self.timing_mode is not None:
+            self.timing_mode = TimingMode(self.timing_mode)
+        elif isinstance(self.timing, str):
+            self.timing_mode = timing_mode_of(self.timing)
 
 
 # The numbers a measurement records; a row that was not measured carries none of them.
@@ -120,9 +156,11 @@ def measurement(
     backend: str = "torch",
     timing: str = "",
     timed: Any = None,
+    timing_mode: TimingMode | None = None,
 ) -> Measurement:
     """A measured point; `telemetry` is a summary from roofline.telemetry.summarize (GPUs),
-    `timed` the roofline.timing.TimedWindow its samples were timed in."""
+    `timed` the roofline.timing.TimedWindow its samples were timed in; `timing_mode` the mode
+    of the timer that timed it (by default, the one `timing` describes)."""
     m, n, k = shape
     point = Measurement(
         device,
@@ -135,6 +173,7 @@ def measurement(
         check_error=check_error,
         samples_s=list(samples),
         timing=timing,
+        timing_mode=timing_mode,
     )
     if telemetry:
         point.sm_clock_mhz = telemetry["sm_clock_mhz"]
@@ -214,6 +253,8 @@ def fits(kind: Any, value: Any) -> bool:
         return isinstance(value, list) and all(fits(item, v) for v in value)
     if kind is type(None):
         return value is None
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):  # as JSON writes it: its value
+        return any(value == member.value for member in kind)
     if kind is float:
         return (
             isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
@@ -267,6 +308,12 @@ RESTORE = "restore that file (`uv run dvc checkout --force` it) or re-measure it
 
 
 def typing_name(kind: Any) -> str:
+    if isinstance(kind, types.UnionType):
+        return " or ".join(typing_name(part) for part in typing.get_args(kind))
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return ", ".join(member.value for member in kind)
+    if kind is type(None):
+        return "null"
     return str(kind).replace("<class '", "").replace("'>", "").replace(" | None", " or null")
 
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
-from types import SimpleNamespace
+from dataclasses import asdict, replace
 from typing import TYPE_CHECKING, Any
 
 from roofline.arithmetic import matmul_flops
@@ -18,6 +17,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from omegaconf import DictConfig
+
+    from roofline.timing import BenchSettings
 
 
 def sweep_shapes(sweep: DictConfig, kind: str) -> list[tuple[str, list[int]]]:
@@ -34,7 +35,7 @@ def sweep_shapes(sweep: DictConfig, kind: str) -> list[tuple[str, list[int]]]:
 def measure_sweep(
     name: str,
     dev: DictConfig,
-    bench: DictConfig,
+    bench: BenchSettings,
     sweep: DictConfig,
     found: dict[str, Any],
     fingerprint: dict[str, Any],
@@ -45,12 +46,9 @@ def measure_sweep(
     begun = started()
     t0 = begun[1]
     target = target_for(kind, found, log)
-    settings = SimpleNamespace(
-        seed=bench.seed,
-        warmup=bench.warmup,
-        repeats=bench.repeats,
-        check_rows=bench.check_rows,
-        min_seconds=sweep.min_seconds,
+    settings = replace(
+        bench,
+        min_seconds=sweep.min_seconds,  # the sweep's own window
         # The device is busy from one point to the next, so its clocks are warm: a short warm-up.
         warmup_seconds=min(bench.warmup_seconds, sweep.min_seconds),
     )

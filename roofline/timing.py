@@ -66,6 +66,38 @@ MAX_CALLS = 10_000
 
 
 @dataclass
+class BenchSettings:
+    """How every point is measured: the pipeline's `bench` (its Hydra schema, roofline/config.py,
+    is this class; conf/config.yaml sets it), the GPU suite's, and, each with its own window put
+    in by `dataclasses.replace`, the sweep's and the knobs'. Defined once, here, so that no copy
+    of it times differently; standard library only, for a bare GPU image."""
+
+    seed: int = 0  # inputs are torch.randn from this seed, never zeros
+    warmup: int = 3  # untimed calls first (library heuristics, caches, clocks ramping)...
+    # ...and warm-up calls back to back until this many seconds ran: clocks settle in about a
+    # second, so a count alone leaves a fast GPU kernel's first samples at cold clocks.
+    warmup_seconds: float = 1.0
+    repeats: int = 10
+    # Rows of C checked against a float64 reference before timing.
+    check_rows: int = 16
+    # Keep timing past `repeats` until this many seconds are covered: a sustained window in
+    # which clocks and power settle (a 1 ms GPU kernel x 10 is a burst, not a measurement).
+    min_seconds: float = 2.0
+    # Size of the buffer copied to measure achievable memory bandwidth.
+    copy_mib: int = 1024
+
+    def sample_options(self) -> dict[str, Any]:
+        """The keywords `sample` takes from these settings (roofline.kernels passes them on), so
+        a setting the timer reads reaches it without each caller naming it."""
+        return {
+            "warmup": self.warmup,
+            "repeats": self.repeats,
+            "min_seconds": self.min_seconds,
+            "warmup_seconds": self.warmup_seconds,
+        }
+
+
+@dataclass
 class HostReading:
     """The host at one instant, as the OS reports it; None where it does not (no /proc on macOS
     or Windows; gVisor's /proc/stat is all zeros)."""

@@ -1,6 +1,7 @@
 """Stage benchmark: measure a device that is here, record a never-measured one as pending, and
 keep results measured on hardware that is not here as they are."""
 
+from roofline.config import bench_settings
 from roofline.holding import holding
 from roofline.paths import results_path
 from roofline.records import pending_record, points
@@ -21,7 +22,8 @@ def main(argv: list[str] | None = None) -> None:
             from roofline.benchmark import check_disk, measure_device  # torch: only to measure
 
             check_disk(results_path(name), len(points(dev)))
-            record = measure_device(name, dev, cfg.bench, decision.found, decision.fingerprint)
+            bench = bench_settings(cfg)
+            record = measure_device(name, dev, bench, decision.found, decision.fingerprint)
         write_json_atomic(results_path(name), record)
 
 

@@ -2,8 +2,10 @@
 gain measured in one run; pending for a device never measured, kept as it is for one
 measured elsewhere (the same rules as the benchmark and the sweep)."""
 
+from dataclasses import replace
 from typing import Any
 
+from roofline.config import bench_settings
 from roofline.paths import knobs_path
 from roofline.records import knobs_record
 from stages import run
@@ -22,15 +24,8 @@ def measure(name: str, cfg: Any, dev: Any, decision: Any) -> dict:
 
     check_disk(knobs_path(name), 12)
     begun, target = started(), target_for(dev.kind.name, decision.found, say)
-    settings = Settings(
-        seed=cfg.bench.seed,
-        warmup=cfg.bench.warmup,
-        check_rows=cfg.bench.check_rows,
-        rounds=cfg.knobs.rounds,
-        min_seconds=cfg.knobs.min_seconds,
-        threads=decision.found.get("logical_cores", 1),
-        warmup_seconds=cfg.bench.warmup_seconds,
-    )
+    window = replace(bench_settings(cfg), min_seconds=cfg.knobs.min_seconds)  # the knobs' own
+    settings = Settings(window, cfg.knobs.rounds, decision.found.get("logical_cores", 1))
     rows, tuning = measure_knobs(name, target, decision.found, cfg.knobs, settings, say)
     return knobs_record(
         name,

@@ -1,7 +1,8 @@
 """Stage plot: results.csv + manifest.json -> roofline.png, roofline-sweeps.png and
 roofline.json (the interactive roofline that `dvc plots show` renders); knobs.csv -> knobs.png."""
 
-from roofline.ceilings import load_knobs, load_manifest, load_table
+from roofline.ceilings import load_knobs, load_table
+from roofline.manifest import load_manifest
 from roofline.paths import EXPERIMENT
 from roofline.plot import draw, draw_knobs, draw_sweeps, interactive
 from roofline.schema import atomic_paths, json_text

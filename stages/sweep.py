@@ -3,6 +3,7 @@ pending for a device never measured, kept as it is for one measured elsewhere.""
 
 from typing import Any
 
+from roofline.config import bench_settings
 from roofline.paths import sweep_path
 from roofline.records import sweep_record
 from stages import run
@@ -19,7 +20,8 @@ def measure(name: str, cfg: Any, dev: Any, decision: Any) -> dict:
 
     shapes = sweep_shapes(cfg.sweep, dev.kind.name)
     check_disk(sweep_path(name), len(shapes) * len(dev.dtypes) * len(dev.backends))
-    return measure_sweep(name, dev, cfg.bench, cfg.sweep, decision.found, decision.fingerprint)
+    bench = bench_settings(cfg)
+    return measure_sweep(name, dev, bench, cfg.sweep, decision.found, decision.fingerprint)
 
 
 if __name__ == "__main__":

@@ -162,3 +162,44 @@ def publish(clone_path: Path, message: str) -> None:
     git(clone_path, "add", "-A")
     git(clone_path, "commit", "-qm", message)
     git(clone_path, "push", "-q", "origin", "main")
+
+
+def copy_lab(where: Path) -> Path:
+    """This working tree as git sees it (tracked files, and untracked ones it does not ignore),
+    copied to `where/lab` and committed there: a project to change by hand as a newcomer would,
+    then ask git what changed."""
+    lab = where / "lab"
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for name in filter(None, listed.split("\0")):
+        if (ROOT / name).is_file():  # a tracked file deleted in the working tree is not copied
+            (lab / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, lab / name)
+    git(lab, "init", "-q", "-b", "main")
+    git(lab, "add", "-A")
+    git(lab, "commit", "-qm", "the lab, copied")
+    return lab
+
+
+def add_device(lab: Path, name: str, conf: dict) -> None:
+    """Add a device to a project as docs/configuration.md says: its conf file, and its one
+    defaults line after the last device's."""
+    (lab / f"conf/device/{name}.yaml").write_text(
+        yaml.safe_dump(conf, sort_keys=False), encoding="utf-8"
+    )
+    config = lab / "conf/config.yaml"
+    lines = config.read_text(encoding="utf-8").splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if line.lstrip().startswith("- device@devices."))
+    lines.insert(last + 1, f"  - device@devices.{name}: {name}\n")
+    config.write_text("".join(lines), encoding="utf-8")
+
+
+def changed_files(lab: Path) -> set[str]:
+    """The files that differ from the project's last commit, new ones included."""
+    out = git(lab, "status", "--porcelain", "--untracked-files=all")
+    return {line[3:] for line in out.splitlines()}

@@ -8,6 +8,9 @@ import pandas as pd
 import pytest
 
 from roofline.ceilings import (
+    Ceiling,
+    Step,
+    StepId,
     breakdown,
     measured_ceilings,
     per_call_overheads,
@@ -16,6 +19,7 @@ from roofline.ceilings import (
     wave_quantisation,
     why,
 )
+from roofline.manifest import Fma
 from tests.conftest import empty_row, measured_row
 
 
@@ -39,12 +43,9 @@ def cpu_rows() -> pd.DataFrame:
 
 def test_the_best_measured_point_is_the_ceiling():
     assert measured_ceilings(cpu_rows()) == {
-        ("cpu", "float32"): {
-            "tflops": pytest.approx(0.2),
-            "shape": [2000, 2000, 2000],
-            "series": "square",
-            "backend": "torch",
-        }
+        ("cpu", "float32"): Ceiling(
+            tflops=pytest.approx(0.2), shape=(2000, 2000, 2000), series="square", backend="torch"
+        )
     }
 
 
@@ -71,15 +72,15 @@ def test_prediction_errors_against_the_measured_ceilings():
 def test_wave_quantisation_by_hand():
     # 8192 x 8192 in 128 x 256 tiles: 64 x 32 = 2048 tiles; 132 SMs: 16 waves, 2048 / 2112 useful.
     h100 = wave_quantisation(8192, 8192, 132)
-    assert (h100["tiles"], h100["waves"]) == (2048, 16)
-    assert h100["efficiency"] == pytest.approx(2048 / 2112)
-    assert wave_quantisation(8192, 8192, 108)["efficiency"] == pytest.approx(
+    assert (h100.tiles, h100.waves) == (2048, 16)
+    assert h100.efficiency == pytest.approx(2048 / 2112)
+    assert wave_quantisation(8192, 8192, 108).efficiency == pytest.approx(
         2048 / 2052
     )  # A100: 19 waves
     # 1000 x 1000: 8 x 4 = 32 tiles padded to 1024 x 1024, one wave on 132 SMs.
     small = wave_quantisation(1000, 1000, 132)
-    assert small["padding_efficiency"] == pytest.approx(1e6 / 1024**2)
-    assert small["efficiency"] == pytest.approx(1e6 / 1024**2 * 32 / 132)
+    assert small.padding_efficiency == pytest.approx(1e6 / 1024**2)
+    assert small.efficiency == pytest.approx(1e6 / 1024**2 * 32 / 132)
 
 
 def test_why_names_cache_overhead_quantisation_or_memory():
@@ -103,7 +104,7 @@ def test_why_names_cache_overhead_quantisation_or_memory():
         "memory-bound, yet slower"
     )
     # The ceiling's own shape, through a slower library: the library is the cause.
-    numpy_best = {"tflops": 1.0, "shape": [8192] * 3, "series": "lab", "backend": "numpy"}
+    numpy_best = Ceiling(tflops=1.0, shape=(8192,) * 3, series="lab", backend="numpy")
     torch_point = SimpleNamespace(**vars(row(8192, 8192, 8192, 1e-3, 0.1)), backend="torch")
     assert why(torch_point, None, 0.0, None, numpy_best) == (
         "the ceiling's own shape through another library: torch is slower here than numpy, "
@@ -131,26 +132,31 @@ def h100_head(**changes) -> SimpleNamespace:
 
 def test_gpu_breakdown_from_peak_to_achieved():
     head = h100_head()
-    ceiling = {"tflops": 760.0, "shape": [12288, 12288, 6144], "series": "best-shape"}
+    ceiling = Ceiling(760.0, (12288, 12288, 6144), "best-shape", "torch")
     # The clock step scales from the clock the datasheet peak assumes (1830 MHz on an H100
     # SXM5), not from NVML's maximum (1980): 989.4 x 1650 / 1830 = 892.1.
     steps = breakdown(head, ceiling, "cuda", 132, peak_clock_mhz=1830)
-    assert [s["step"] for s in steps] == [
+    assert [s.label for s in steps] == [
         "dense peak",
         "at the SM clock under load",
         "measured compute ceiling",
         "tile and wave quantisation",
         "achieved",
     ]
-    assert steps[1]["tflops"] == pytest.approx(989.4 * 1650 / 1830)
-    assert (
-        "(90.2%)" in steps[1]["note"] and "1830 MHz the datasheet peak assumes" in steps[1]["note"]
-    )
-    assert "85.2% of the step above (at the SM clock under load)" in steps[2]["note"]  # 760 / 892.1
+    assert [s.id for s in steps] == [
+        StepId.PEAK,
+        StepId.CLOCK,
+        StepId.CEILING,
+        StepId.QUANTISATION,
+        StepId.ACHIEVED,
+    ]
+    assert steps[1].tflops == pytest.approx(989.4 * 1650 / 1830)
+    assert "(90.2%)" in steps[1].note and "1830 MHz the datasheet peak assumes" in steps[1].note
+    assert "85.2% of the step above (at the SM clock under load)" in steps[2].note  # 760 / 892.1
     # 12288^2: 96 x 48 = 4608 tiles, 35 waves (4620 slots); 8192^2: 2048 tiles, 16 waves (2112).
-    assert steps[3]["tflops"] == pytest.approx(760 * (2048 / 2112) / (4608 / 4620))
+    assert steps[3].tflops == pytest.approx(760 * (2048 / 2112) / (4608 / 4620))
     assert (
-        steps[4]["note"]
+        steps[4].note
         == "what remains: achieved is 94.7% of the step above (tile and wave quantisation)"
     )
 
@@ -167,39 +173,40 @@ def test_cpu_breakdown_goes_through_the_measured_fma_ceiling():
         sm_clock_max_mhz=float("nan"),
         achieved_tflops=0.32,
     )
-    best = {"tflops": 0.34, "shape": [4096, 4096, 2048], "series": "best-shape"}
-    fma = {"gflops": 400.0, "vector": "AVX-512 (512-bit)", "per_core_gflops": [200.0, 200.0]}
+    best = Ceiling(0.34, (4096, 4096, 2048), "best-shape", "torch")
+    fma = Fma(400.0, "AVX-512 (512-bit)", recorded={"per_core_gflops": [200.0, 200.0]})
     steps = breakdown(head, best, "cpu", None, fma)
-    assert [s["step"] for s in steps] == [
+    assert [s.label for s in steps] == [
         "dense peak",
         "measured FMA ceiling",
         "measured compute ceiling",
         "achieved",
     ]
-    assert steps[1] == {
-        "step": "measured FMA ceiling",
-        "tflops": 0.4,
-        "note": "every core at once, AVX-512 (512-bit): 80.0% of the step above (dense peak)",
-    }
-    assert "85.0% of the step above (measured FMA ceiling)" in steps[2]["note"]  # 0.34 / 0.4
-    assert "achieved is 94.1% of the step above (measured compute ceiling)" in steps[3]["note"]
+    assert steps[1] == Step(
+        StepId.FMA,
+        0.4,
+        "every core at once, AVX-512 (512-bit): 80.0% of the step above (dense peak)",
+    )
+    assert steps[1].label == "measured FMA ceiling"
+    assert "85.0% of the step above (measured FMA ceiling)" in steps[2].note  # 0.34 / 0.4
+    assert "achieved is 94.1% of the step above (measured compute ceiling)" in steps[3].note
     # Where nothing could compile the FMA kernel, the step says so and carries no number.
-    unmeasured = {"gflops": None, "vector": "AVX2", "reason": "not measured: no C compiler here"}
+    unmeasured = Fma(None, "AVX2", "not measured: no C compiler here")
     steps = breakdown(head, best, "cpu", None, unmeasured)
-    assert steps[1]["tflops"] is None and steps[1]["note"] == "not measured: no C compiler here"
-    assert "68.0% of the step above (dense peak)" in steps[2]["note"]  # 0.34 / 0.5
+    assert steps[1].tflops is None and steps[1].note == "not measured: no C compiler here"
+    assert "68.0% of the step above (dense peak)" in steps[2].note  # 0.34 / 0.5
 
 
 def test_with_no_sweep_the_breakdown_says_the_ceiling_is_not_measured_apart():
     head = h100_head()
-    itself = {"tflops": 700.0, "shape": [8192, 8192, 8192], "series": "lab"}
+    itself = Ceiling(700.0, (8192, 8192, 8192), "lab", "torch")
     steps = breakdown(head, itself, "cuda", 132, peak_clock_mhz=1980)
-    assert steps[2]["tflops"] is None
-    assert steps[2]["note"].startswith("not measured apart from this kernel")
-    assert "sweep=full" in steps[2]["note"]
+    assert steps[2].tflops is None
+    assert steps[2].note.startswith("not measured apart from this kernel")
+    assert "sweep=full" in steps[2].note
     # Quantisation then scales the clock step: 824.5 x 2048/2112 = 799.5; 700 / 799.5 = 87.6%.
-    assert steps[3]["tflops"] == pytest.approx(989.4 * 1650 / 1980 * 2048 / 2112)
-    assert steps[4]["note"] == (
+    assert steps[3].tflops == pytest.approx(989.4 * 1650 / 1980 * 2048 / 2112)
+    assert steps[4].note == (
         "what remains: achieved is 87.6% of the step above (tile and wave quantisation)"
     )
 
@@ -215,12 +222,12 @@ def test_the_point_that_defines_a_ceiling_checks_nothing():
 
 def test_the_clock_step_never_rises_above_the_dense_peak_and_float32_scales_from_the_boost():
     head = h100_head(sm_clock_mhz=1980.0)  # boosting past the 1830 MHz the FP16 figure assumes
-    itself = {"tflops": 700.0, "shape": [8192, 8192, 8192], "series": "lab"}
+    itself = Ceiling(700.0, (8192, 8192, 8192), "lab", "torch")
     clock = breakdown(head, itself, "cuda", 132, peak_clock_mhz=1830)[1]
-    assert clock["tflops"] == pytest.approx(989.4)
-    assert "above it, so the dense peak stays the ceiling" in clock["note"]
+    assert clock.tflops == pytest.approx(989.4)
+    assert "above it, so the dense peak stays the ceiling" in clock.note
     # float32 (CUDA cores): 66.9 TFLOP/s = 132 SMs x 256 FLOP x 1980 MHz, NVML's maximum.
     fp32 = h100_head(dtype="float32", peak_tflops=66.9, sm_clock_mhz=1782.0)
     clock = breakdown(fp32, itself, "cuda", 132, peak_clock_mhz=1830)[1]
-    assert clock["tflops"] == pytest.approx(66.9 * 0.9)
-    assert "against the 1980 MHz the datasheet peak assumes (90.0%)" in clock["note"]
+    assert clock.tflops == pytest.approx(66.9 * 0.9)
+    assert "against the 1980 MHz the datasheet peak assumes (90.0%)" in clock.note

@@ -12,8 +12,8 @@ from roofline.keys import fingerprint_values
 from roofline.pipeline import SECRETS
 
 ROOT = Path(__file__).resolve().parents[1]
-# SkyPilot's accelerator names, the SXM variant preferred where a cloud names it.
-# One task file per GPU role: a plain name may rent another SKU of it (a PCIe H100), which is
+# SkyPilot's accelerator names for the lab's GPUs, the SXM variant preferred where a cloud names
+# it. One task file per GPU role: a plain name may rent another SKU of it (a PCIe H100), which is
 # then measured as that role and judged against its own datasheet line.
 GPU_NAMES = {
     "a100": ["A100-80GB-SXM", "A100-80GB", "A100"],
@@ -22,13 +22,35 @@ GPU_NAMES = {
 }
 
 
-@pytest.mark.parametrize("device", sorted(GPU_NAMES))
+def device_confs() -> dict[str, dict]:
+    """Every device's conf file, by name: the lab's devices, whichever conf/ has."""
+    return {
+        p.stem: yaml.safe_load(p.read_text(encoding="utf-8"))
+        for p in sorted((ROOT / "conf/device").glob("*.yaml"))
+    }
+
+
+def rentable() -> dict[str, list[str]]:
+    """The GPU devices SkyPilot can rent, with the accelerator names their conf gives."""
+    return {
+        name: dev["sky_accelerators"]
+        for name, dev in device_confs().items()
+        if dev["kind"] == "cuda" and dev.get("sky_accelerators")
+    }
+
+
+def test_the_labs_gpus_ask_skypilot_for_these_names():
+    found = rentable()
+    assert {name: found.get(name) for name in GPU_NAMES} == GPU_NAMES
+
+
+@pytest.mark.parametrize("device", sorted(rentable()))
 def test_task_file_validates_with_skypilots_loader(device):
     sky = pytest.importorskip(
         "sky", reason="SkyPilot is the optional `cloud` group: uv sync --group cloud"
     )
     task = sky.Task.from_yaml(str(ROOT / f"cloud/{device}.yaml"))
-    assert [r.accelerators for r in task.resources] == [{n: 1} for n in GPU_NAMES[device]]
+    assert [r.accelerators for r in task.resources] == [{n: 1} for n in rentable()[device]]
     # Taken down when idle: a laptop that goes away leaves nothing billing.
     autostop = task.resources[0].autostop_config
     assert autostop.enabled and autostop.down and autostop.idle_minutes == 10
@@ -45,12 +67,9 @@ def test_task_file_validates_with_skypilots_loader(device):
 
 
 def test_every_rentable_gpu_device_has_a_task_file_and_the_readme_shows_its_launch():
-    conf = {p.stem: yaml.safe_load(p.read_text()) for p in (ROOT / "conf/device").glob("*.yaml")}
-    rentable = sorted(
-        n for n, d in conf.items() if d["kind"] == "cuda" and d.get("sky_accelerators")
-    )
-    assert rentable == sorted(p.stem for p in (ROOT / "cloud").glob("*.yaml")) == sorted(GPU_NAMES)
-    readme = (ROOT / "README.md").read_text()
+    assert sorted(rentable()) == sorted(p.stem for p in (ROOT / "cloud").glob("*.yaml"))
+    assert set(GPU_NAMES) <= set(rentable())
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "uv run --group cloud python -m roofline.cloud h100" in readme
 
 
@@ -140,10 +159,11 @@ def pod_setup(tmp_path, driver: str) -> list[str]:
 
     bin_dir, log = tmp_path / "bin", tmp_path / "uv.log"
     bin_dir.mkdir(parents=True)
-    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho {driver}\n")
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho {driver}\n", encoding="utf-8")
     (bin_dir / "uv").write_text(
         '#!/bin/sh\necho "$@" >> "$UV_LOG"\n'
-        'if [ "$1 $2" = "run --no-sync" ]; then echo 2.15.0; fi\n'
+        'if [ "$1 $2" = "run --no-sync" ]; then echo 2.15.0; fi\n',
+        encoding="utf-8",
     )
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
@@ -152,7 +172,7 @@ def pod_setup(tmp_path, driver: str) -> list[str]:
         ["bash", str(ROOT / "scripts/pod-setup")], env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    return log.read_text().splitlines()
+    return log.read_text(encoding="utf-8").splitlines()
 
 
 def test_pod_setup_installs_a_torch_for_an_older_driver_only_where_needed(tmp_path):

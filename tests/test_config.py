@@ -4,6 +4,7 @@ import threading
 from pathlib import Path
 
 import pytest
+import yaml
 from omegaconf import OmegaConf
 
 from roofline import lab_schema
@@ -20,14 +21,28 @@ def check(cfg, conf=None):
     validate(cfg, conf, (lab_schema.check,))
 
 
+def device_roles(root: Path = ROOT) -> list[str]:
+    """The lab's devices, in order, from conf/config.yaml's defaults lines
+    (`device@devices.NAME: FILE`): a device added there is in every test that asks for this."""
+    defaults = yaml.safe_load((root / "conf/config.yaml").read_text(encoding="utf-8"))["defaults"]
+    keys = [next(iter(d)) for d in defaults if isinstance(d, dict)]
+    return [key.removeprefix("device@devices.") for key in keys if key.startswith("device@")]
+
+
 def test_every_device_and_the_labs_defaults_compose():
     cfg = load_lab_params(ROOT / "params.yaml")
-    assert list(cfg.devices) == ["cpu", "a100", "h100", "h200", "mps"]  # one file per role
-    assert [n for n, d in cfg.devices.items() if d.show_pending] == ["cpu", "a100", "h100", "h200"]
+    roles = device_roles()
+    assert {"cpu", "a100", "h100", "h200", "mps"} <= set(roles)  # the lab's own, at least
+    # One file per role, each composed into params.yaml in the order of its defaults line.
+    assert sorted(roles) == sorted(p.stem for p in (ROOT / "conf/device").glob("*.yaml"))
+    assert list(cfg.devices) == roles and set(cfg.lab_devices) <= set(roles)
+    assert [n for n, d in cfg.devices.items() if not d.show_pending] == ["mps"]  # the rest show
     assert [d.name for d in cfg.devices.cpu.dtypes] == ["float32", "bfloat16", "float16"]
     assert cfg.devices.mps.kind.name == "mps" and not cfg.devices.mps.show_pending
     assert all(v is None for v in cfg.devices.mps.skus.any.peak_tflops.values())  # none published
-    for name in ("a100", "h100", "h200"):
+    gpus = [name for name, dev in cfg.devices.items() if dev.kind.name == "cuda"]
+    assert {"a100", "h100", "h200"} <= set(gpus)
+    for name in gpus:  # every GPU measures the lab's kernel at the lab's shape
         gpu = cfg.devices[name]
         assert {"float16", "bfloat16"} <= {d.name for d in gpu.dtypes}
         assert [list(s) for s in gpu.shapes] == [[8192, 8192, 8192]]
@@ -191,7 +206,10 @@ def test_unknown_device_names_the_known_ones():
 
 def test_load_params_rejects_a_hand_edited_params_file(tmp_path):
     bad = tmp_path / "params.yaml"
-    bad.write_text((ROOT / "params.yaml").read_text().replace("repeats: 10", "repeats: many"))
+    bad.write_text(
+        (ROOT / "params.yaml").read_text(encoding="utf-8").replace("repeats: 10", "repeats: many"),
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError, match="many"):
         load_params(bad)
     with pytest.raises(ConfigError, match="not found"):
@@ -223,16 +241,17 @@ def test_a_failed_override_left_in_params_yaml_says_how_to_undo_it(tmp_path):
     import subprocess
 
     params = tmp_path / "params.yaml"
-    params.write_text((ROOT / "params.yaml").read_text())
+    params.write_text((ROOT / "params.yaml").read_text(encoding="utf-8"), encoding="utf-8")
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run([*git, "init", "-q"], cwd=tmp_path, check=True)
     subprocess.run([*git, "add", "params.yaml"], cwd=tmp_path, check=True)
     subprocess.run([*git, "commit", "-qm", "params"], cwd=tmp_path, check=True)
-    text = params.read_text()
+    text = params.read_text(encoding="utf-8")
     params.write_text(
         text.replace(
             "    dtypes:\n    - float32\n    - bfloat16\n    - float16\n", "    dtypes: []\n", 1
-        )
+        ),
+        encoding="utf-8",
     )
     with pytest.raises(ConfigError) as err:
         load_params(params)

@@ -91,6 +91,26 @@ def test_device_stages_depend_on_no_code_and_measuring_stages_on_their_key_only(
     )
 
 
+def test_dvc_runs_the_probe_of_every_device_first_and_no_other_stage_every_time():
+    """One always-changed stage for every device, not one each: each is a process of its own
+    and DVC's bookkeeping on every `dvc repro` (docs/development.md). DVC plans it before any
+    device's stage, as aggregate's first dependency: each device's probe then sees the
+    fingerprint it wrote."""
+    from dvc.repo import Repo
+    from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
+
+    with Repo(str(ROOT)) as repo:
+        stages = collect_stages(repo, [str(ROOT / "dvc.yaml")])  # what plain `dvc repro` runs
+        plan = plan_repro(get_active_graph(repo.index.graph), stages)
+        names = [f"{Path(s.path).relative_to(ROOT)}:{s.name}" for s in plan]
+        always = [name for name, s in zip(names, plan, strict=True) if s.always_changed]
+    probes = "experiments/x4-roofline/devices/dvc.yaml:probe"
+    assert names[0] == probes and always == [probes], names
+    devices = yaml.safe_load((ROOT / "params.yaml").read_text())["devices"]
+    for name in devices:
+        assert f"experiments/x4-roofline/devices/{name}/dvc.yaml:probe" in names[1:]
+
+
 def test_pipeline_files_are_conf_generated():
     files = generated(ROOT, [])
     drifted = [str(p) for p, text in files.items() if (ROOT / p).read_text() != text]

@@ -11,6 +11,7 @@ import torch
 
 import roofline.benchmark
 from roofline import paths
+from roofline.config import load_params
 from stages import aggregate, benchmark, probe
 from stages import run as run_stage
 from tests.conftest import LAPTOP
@@ -24,10 +25,10 @@ def workspace(tmp_path, monkeypatch):
     shutil.copy(ROOT / "params.yaml", tmp_path)
     monkeypatch.chdir(tmp_path)
     described = tmp_path / "laptop.json"
-    described.write_text(json.dumps(LAPTOP))
+    described.write_text(json.dumps(LAPTOP), encoding="utf-8")
     monkeypatch.setenv("ROOFLINE_HARDWARE", str(described))
     probe.main(["cpu"])
-    paths.results_path("cpu").write_text('{"previous": "results"}\n')
+    paths.results_path("cpu").write_text('{"previous": "results"}\n', encoding="utf-8")
     return tmp_path
 
 
@@ -62,7 +63,7 @@ def test_a_benchmark_that_fails_midway_keeps_the_previous_results(
     # A full disk and an interrupt are said whole by their message: no traceback.
     quiet = "No space left" in said or "interrupted" in said
     assert ("Traceback" in capsys.readouterr().err) != quiet
-    assert paths.results_path("cpu").read_text() == '{"previous": "results"}\n'
+    assert paths.results_path("cpu").read_text(encoding="utf-8") == '{"previous": "results"}\n'
     assert [p.name for p in paths.device_dir("cpu").iterdir()] == [
         "fingerprint.json",
         "results.json",
@@ -70,7 +71,7 @@ def test_a_benchmark_that_fails_midway_keeps_the_previous_results(
 
 
 def test_a_corrupt_fingerprint_names_its_file_and_how_to_restore_it(workspace):
-    paths.fingerprint_path("cpu").write_text('{"device": "cpu", ')
+    paths.fingerprint_path("cpu").write_text('{"device": "cpu", ', encoding="utf-8")
     with pytest.raises(SystemExit) as exit_:
         run_stage(lambda: benchmark.main(["cpu"]))
     assert "experiments/x4-roofline/devices/cpu/fingerprint.json is not valid JSON" in str(
@@ -80,7 +81,7 @@ def test_a_corrupt_fingerprint_names_its_file_and_how_to_restore_it(workspace):
 
 
 def test_aggregate_stops_at_a_hand_edited_row_naming_file_and_row(workspace):
-    for name in ("cpu", "a100", "h100", "h200", "mps"):
+    for name in load_params().devices:  # every device params.yaml lists has its records
         row = {"device": name, "dtype": "float16", "m": 8, "n": 8, "k": 8, "status": "pending"}
         for path in (paths.results_path(name), paths.sweep_path(name), paths.knobs_path(name)):
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -91,11 +92,12 @@ def test_aggregate_stops_at_a_hand_edited_row_naming_file_and_row(workspace):
                         "status": "pending",
                         "rows": [row] if path.name == "results.json" else [],
                     }
-                )
+                ),
+                encoding="utf-8",
             )
-    edited = json.loads(paths.results_path("h100").read_text())
+    edited = json.loads(paths.results_path("h100").read_text(encoding="utf-8"))
     edited["rows"].append(dict(edited["rows"][0], status="measured", samples_s="fast"))
-    paths.results_path("h100").write_text(json.dumps(edited))
+    paths.results_path("h100").write_text(json.dumps(edited), encoding="utf-8")
     with pytest.raises(SystemExit) as exit_:
         run_stage(aggregate.main)
     said = "experiments/x4-roofline/devices/h100/results.json, row 2, field samples_s: 'fast'"
@@ -122,15 +124,16 @@ def test_sync_without_a_remote_says_which_is_missing_and_how_to_add_one(tmp_path
 
 def test_a_pulled_record_in_a_state_this_code_does_not_know_is_kept_and_named(workspace):
     newer = '{"device": "cpu", "status": "measured-v2", "rows": []}\n'
-    paths.results_path("cpu").write_text(newer)
-    fingerprint = paths.fingerprint_path("cpu").read_text()
+    paths.results_path("cpu").write_text(newer, encoding="utf-8")
+    fingerprint = paths.fingerprint_path("cpu").read_text(encoding="utf-8")
     with pytest.raises(SystemExit) as exit_:
         run_stage(lambda: probe.main(["cpu"]))
     said = str(exit_.value)
     assert "results.json: status 'measured-v2'; allowed: measured, pending" in said
     assert "`git pull`" in said and "dvc checkout --force" in said
-    assert paths.results_path("cpu").read_text() == newer  # never taken for never measured
-    assert paths.fingerprint_path("cpu").read_text() == fingerprint
+    # Never taken for never measured:
+    assert paths.results_path("cpu").read_text(encoding="utf-8") == newer
+    assert paths.fingerprint_path("cpu").read_text(encoding="utf-8") == fingerprint
 
 
 def test_a_shape_too_big_for_this_device_says_the_override_stays_in_params(workspace):
@@ -140,11 +143,15 @@ def test_a_shape_too_big_for_this_device_says_the_override_stays_in_params(works
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@e", *cmd], check=True)
     params = workspace / "params.yaml"
     # What `dvc exp run -S 'devices.cpu.shapes=[[200000,200000,200000]]'` leaves there.
-    params.write_text(params.read_text().replace("- 8192\n", "- 200000\n"))
+    params.write_text(
+        params.read_text(encoding="utf-8").replace("- 8192\n", "- 200000\n"), encoding="utf-8"
+    )
     with pytest.raises(SystemExit) as end:
         run_stage(lambda: benchmark.main(["cpu"]))
     said = str(end.value)
     assert "devices.cpu.shapes has [200000, 200000, 200000]" in said, said
     assert "params.yaml differs from the last commit" in said
     assert "`git checkout params.yaml` restores it" in said
-    assert json.loads(paths.results_path("cpu").read_text()) == {"previous": "results"}
+    assert json.loads(paths.results_path("cpu").read_text(encoding="utf-8")) == {
+        "previous": "results"
+    }

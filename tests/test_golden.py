@@ -1,6 +1,8 @@
-"""The one page and its appendix, rendered from fixed records (tests/golden) and compared whole:
-a changed sentence fails here and shows in review as a diff of the page. After a change you
-mean: `uv run python -m tests.golden`, then review and commit the pages."""
+"""The one page and its appendix, rendered from fixed records under a frozen conf (tests/golden)
+and compared whole: a changed sentence fails here and shows in review as a diff of the page.
+After a change you mean: `uv run python -m tests.golden`, then review and commit the pages.
+The devices named below are the frozen conf's (tests/golden/params.yaml), not the lab's: a
+device added to conf/ changes neither them nor the pages (tests/test_new_device.py)."""
 
 import re
 
@@ -18,7 +20,7 @@ def rendered():
 
 @pytest.mark.parametrize("name", sorted(PAGES))
 def test_the_pages_are_the_golden_ones_whole(rendered, name):
-    assert rendered[name] == PAGES[name].read_text(), REWRITE
+    assert rendered[name] == PAGES[name].read_text(encoding="utf-8"), REWRITE
 
 
 def sentences(paragraph: str) -> list[str]:

@@ -13,6 +13,7 @@ from roofline.interpret import lab_checks
 from roofline.report import gap_paragraph
 from roofline.telemetry import summarize
 from tests.conftest import H100_POD, empty_row, measured_row
+from tests.manifests import entry as manifest_entry
 from tests.test_telemetry import window
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -115,7 +116,7 @@ def test_gpu_gap_paragraph_cites_clocks_fp8_and_the_lab_checks():
         "datasheet": {"peak_clock_mhz": 1830},
         "lab_checks": lab_checks([700.0, 850.0], 600.0, fp16(758.3)),
     }
-    text = gap_paragraph("h100", entry, rows)
+    text = gap_paragraph("h100", manifest_entry(**entry), rows)
     assert "**float16 8192×8192×8192** ran at **758.3 TFLOP/s**" in text  # 2*8192^3 / 1.45 ms
     assert "cuBLASLt 130100" in text
     assert (

@@ -5,7 +5,6 @@ patterns that compile, and a pull whose remote lacks an output that says what it
 import math
 import subprocess
 import sys
-import types
 import typing
 from dataclasses import fields, is_dataclass
 from pathlib import Path
@@ -15,13 +14,13 @@ from omegaconf import OmegaConf
 
 from roofline import knobs as kn
 from roofline import lab_schema, timing
-from roofline.config import BOUNDS, LISTS, BenchConfig, KnobsConfig, SweepConfig, validate
+from roofline.config import BOUNDS, LISTS, KnobsConfig, SweepConfig, validate
 from roofline.errors import ConfigError
 from roofline.kinds import Kind
 from roofline.lab_schema import LabConfig
 from roofline.measure import Target, measure_point
 from roofline.params import probe_devices
-from roofline.timing import MAX_CALLS, calls_to_fill, sample, warmed
+from roofline.timing import MAX_CALLS, BenchSettings, calls_to_fill, sample, warmed
 from tests.conftest import config, device
 from tests.machines import dvc, git, run
 
@@ -72,7 +71,11 @@ NOT_WORK = {"bench.seed", "sweep.skinny_nk"}
 
 def test_every_count_and_duration_in_the_schema_has_a_bound():
     numeric = set()
-    for prefix, schema in (("bench", BenchConfig), ("sweep", SweepConfig), ("knobs", KnobsConfig)):
+    for prefix, schema in (
+        ("bench", BenchSettings),
+        ("sweep", SweepConfig),
+        ("knobs", KnobsConfig),
+    ):
         hints = typing.get_type_hints(schema)
         for f in fields(schema):
             hint = hints[f.name]
@@ -199,7 +202,7 @@ def test_a_backend_found_here_passes_and_one_missing_at_measure_time_ends_the_st
 
 
 def point(backend: str):
-    bench = types.SimpleNamespace(
+    bench = BenchSettings(
         seed=0, warmup=1, repeats=2, check_rows=4, min_seconds=0.0, warmup_seconds=0.0
     )
     target = Target(Kind(), None, 1 << 30, {"float32"}, threads=1)
@@ -220,7 +223,10 @@ def test_a_backend_raising_valueerror_fails_its_point_and_a_configerror_ends_the
 
 
 def test_a_knob_raising_valueerror_fails_and_a_configerror_ends_the_ladder():
-    settings = kn.Settings(seed=0, warmup=1, check_rows=4, rounds=1, min_seconds=0.01)
+    settings = kn.Settings(
+        BenchSettings(seed=0, warmup=1, check_rows=4, min_seconds=0.01, warmup_seconds=0.0),
+        rounds=1,
+    )
 
     def knob(error: Exception) -> kn.Knob:
         def sides():

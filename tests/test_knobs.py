@@ -16,10 +16,15 @@ from roofline.measure import Target, target_for
 from roofline.report import knob_lines, unturned_sentence
 from roofline.rows import knob_row, knob_title
 from roofline.schema import KnobMeasurement
+from roofline.timing import BenchSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
-SETTINGS = kn.Settings(seed=0, warmup=1, check_rows=8, rounds=2, min_seconds=0.02, threads=2)
+SETTINGS = kn.Settings(
+    BenchSettings(seed=0, warmup=1, check_rows=8, min_seconds=0.02, warmup_seconds=0.0),
+    rounds=2,
+    threads=2,
+)
 TINY = OmegaConf.create({"shape": [96, 96, 96], "naive_shape": [32, 32, 32]})
 
 

@@ -5,7 +5,7 @@ import torch
 
 from roofline import kernels, kinds
 from roofline.benchmark import check_fits, measure_device
-from roofline.config import ConfigError
+from roofline.config import ConfigError, bench_settings
 from roofline.dtypes import DTYPES
 from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from roofline.records import pending_record
@@ -111,7 +111,7 @@ CPU = dict(
 
 
 def test_measure_device_records_measured_skipped_and_copy_rows():
-    bench = config({}, repeats=2, warmup=1, copy_mib=1, min_seconds=0.0).bench
+    bench = bench_settings(config({}, repeats=2, warmup=1, copy_mib=1, min_seconds=0.0))
     # Through the measuring view of the config: reading anything else of it would raise.
     record = measure_device(
         "cpu", measuring(device(**CPU)), bench, LAPTOP["cpu"], FINGERPRINT, log=lambda _: None
@@ -155,7 +155,7 @@ def test_a_copy_buffer_larger_than_memory_is_refused_before_any_point_is_measure
 
     measured = []
     monkeypatch.setattr(benchmark, "measure_point", lambda *a: measured.append(a))
-    bench = config({}, copy_mib=12 * 1024).bench  # 2 x 12 GiB against LAPTOP's 16 GiB
+    bench = bench_settings(config({}, copy_mib=12 * 1024))  # 2 x 12 GiB against LAPTOP's 16 GiB
     with pytest.raises(ConfigError, match=r"bench.copy_mib=12288: its two buffers need 25\.8 GB"):
         measure_device("cpu", measuring(device(**CPU)), bench, LAPTOP["cpu"], FINGERPRINT)
     assert measured == []

@@ -18,7 +18,7 @@ from roofline.records import knobs_record, sweep_record
 from roofline.report import appendix, render
 from roofline.rows import row
 from roofline.schema import measurement
-from roofline.timing import HostReading
+from roofline.timing import BenchSettings, HostReading
 from tests.golden import HERE, ROOT, parsed
 
 N = 8192
@@ -106,20 +106,10 @@ def test_a_measured_point_records_its_window(monkeypatch):
     monkeypatch.setattr(timing, "read_host", lambda: next(readings))
     bench = dict(seed=0, warmup=1, repeats=2, check_rows=4, min_seconds=0.0, warmup_seconds=0.0)
     target = Target(Kind(), None, 1 << 30, {"float32"}, threads=2)
-    measured = measure_point("cpu", "float32", [8, 8, 8], target, _Bench(**bench), {})
+    measured = measure_point("cpu", "float32", [8, 8, 8], target, BenchSettings(**bench), {})
     assert (measured.window_s, measured.cpu_share) == (1.0, pytest.approx(0.48))
     assert (measured.other_runnable, measured.cpu_idle, measured.steal) == (2, 0.0, 0.0)
     assert "window 1 s, 48% of the CPU, 2 other runnable" in describe(measured)
-
-
-@dataclasses.dataclass
-class _Bench:
-    seed: int
-    warmup: int
-    repeats: int
-    check_rows: int
-    min_seconds: float
-    warmup_seconds: float
 
 
 def pages(window: dict, fma_gflops: float = 100.0) -> dict[str, str]:

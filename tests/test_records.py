@@ -6,7 +6,7 @@ from roofline import records
 from roofline.errors import RecordError
 from roofline.paths import fingerprint_path, results_path
 from roofline.records import NEVER, decide, fingerprint, never_measured, on_record, probe_decision
-from roofline.schema import write_json_atomic
+from roofline.schema import SCHEMA_VERSION, write_json_atomic
 
 LAPTOP = {"model": "Laptop CPU", "logical_cores": 8, "isa": ["avx2"]}
 OTHER = {"model": "Other CPU", "logical_cores": 4, "isa": ["avx2"]}
@@ -172,10 +172,11 @@ def test_a_record_in_a_state_this_code_does_not_know_is_refused_not_overwritten(
 def test_a_record_from_a_newer_version_is_refused_by_the_probe_not_read_as_this_ones():
     from roofline.errors import SchemaError
 
-    newer = measured(H100) | {"schema": 3}
+    newer = measured(H100) | {"schema": SCHEMA_VERSION + 1}
+    said = f"schema version {SCHEMA_VERSION + 1}, and this code reads up to {SCHEMA_VERSION}"
     for stage in ("benchmark", "sweep", "knobs"):
         records = {"benchmark": measured(H100)} | {stage: newer}
-        with pytest.raises(SchemaError, match=r"schema version 3, and this code reads up to 2"):
+        with pytest.raises(SchemaError, match=said):
             on_record("dev", records, PENDING)
 
 
@@ -268,3 +269,82 @@ def test_only_a_lost_sweep_is_recorded_as_lost_and_kept(tmp_path, monkeypatch):
     monkeypatch.setattr(records, "locate", lambda dev, hardware: ({}, None))
     kept = decide("h100", None, "sweep", records.RECORDS["sweep"]("h100"))
     assert kept.action == "keep" and "its sweep record is lost" in kept.why
+
+
+def test_the_probe_of_every_device_decides_as_each_ones_own_probe_all_or_none(
+    tmp_path, monkeypatch
+):
+    import json
+    import shutil
+
+    from roofline.errors import SchemaError
+    from roofline.params import read_params
+    from stages import probe
+    from tests.conftest import LAPTOP as NO_GPU
+
+    shutil.copy(records.Path(__file__).resolve().parents[1] / "params.yaml", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "laptop.json").write_text(json.dumps(NO_GPU))
+    monkeypatch.setenv("ROOFLINE_HARDWARE", str(tmp_path / "laptop.json"))
+    names = list(read_params()["devices"])
+    probe.main([])  # what `dvc repro` runs first
+    written = {name: fingerprint_path(name).read_bytes() for name in names}
+    statuses = {name: json.loads(text)["status"] for name, text in written.items()}
+    assert statuses == {name: "recorded" if name == "cpu" else NEVER for name in names}
+    keys = json.loads(probe.KEYS_FILE.read_text())
+    assert sorted(keys) == sorted(names) and keys["cpu"] == json.loads(written["cpu"])["measures"]
+    for name in names:  # a device's own probe stage, which DVC runs after it, agrees
+        probe.main([name])
+        assert fingerprint_path(name).read_bytes() == written[name]
+    # A device it cannot decide for stops it before it writes anything, the others' included.
+    newer = measured(H100) | {"device": "h100", "schema": SCHEMA_VERSION + 1}
+    write_json_atomic(results_path("h100"), newer)
+    for path in (fingerprint_path("cpu"), probe.KEYS_FILE):
+        path.unlink()
+    with pytest.raises(SchemaError):
+        probe.main([])
+    assert not fingerprint_path("cpu").exists() and not probe.KEYS_FILE.exists()
+    with pytest.raises(SystemExit):  # --replace and --lost name their device
+        probe.main(["--replace"])
+
+
+def test_the_probe_of_every_device_says_it_again_until_something_it_decides_from_changes(
+    tmp_path, monkeypatch, capsys
+):
+    import json
+    import shutil
+
+    from roofline import hardware
+    from stages import probe
+    from tests.conftest import LAPTOP as NO_GPU
+
+    shutil.copy(records.Path(__file__).resolve().parents[1] / "params.yaml", tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".dvc/tmp").mkdir(parents=True)  # a DVC repository's: where the probe keeps it
+    described = tmp_path / "laptop.json"
+    described.write_text(json.dumps(NO_GPU))
+    monkeypatch.setenv("ROOFLINE_HARDWARE", str(described))
+    probe.main([])  # decides and writes: what it said is kept by the next run, which writes none
+    probe.main([])
+    said = capsys.readouterr().out.splitlines()
+    assert said[: len(said) // 2] == said[len(said) // 2 :] and "cpu: here" in said[0]
+
+    def decided(*args, **kwargs):
+        raise AssertionError("decided afresh")
+
+    monkeypatch.setattr(probe, "decide", decided)
+    probe.main([])
+    assert capsys.readouterr().out.splitlines() == said[len(said) // 2 :]
+    # A pulled record, another description of this machine, a fence: each is decided afresh.
+    changes = [
+        lambda: write_json_atomic(results_path("h100"), measured(H100) | {"device": "h100"}),
+        lambda: described.write_text(json.dumps(NO_GPU | {"cpu": NO_GPU["cpu"] | OTHER})),
+        lambda: monkeypatch.setattr(hardware, "boot", lambda: {"cpus": [0]}),
+        lambda: (tmp_path / "params.yaml").write_text((tmp_path / "params.yaml").read_text()),
+    ]
+    for change in changes:
+        kept = probe.PROBE_CACHE.read_bytes()
+        change()
+        with pytest.raises(AssertionError, match="decided afresh"):
+            probe.main([])
+        probe.PROBE_CACHE.write_bytes(kept)

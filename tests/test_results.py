@@ -208,13 +208,20 @@ def test_a_price_or_peak_changes_the_interpretation_not_the_measurement(tmp_path
     assert "2.50 GHz (set in conf)" in table.peak_source.iloc[0]
 
 
+NEWER = schema.SCHEMA_VERSION + 1  # a record by a version of this lab newer than this one
+
+
 def test_a_record_is_checked_whole_and_a_newer_one_is_refused_with_the_way_out(tmp_path):
     records, _ = recorded(tmp_path)  # what load_record made of cpu.json, rows parsed
     good = json.loads((tmp_path / "cpu.json").read_text())
     path = tmp_path / "results.json"  # the name tells it which record it is
     cases = [
-        ({"schema": 3}, "schema version 3, and this code reads up to 2: it was written by a newer"),
-        ({"schema": 3, "rows": [{"future_field": 1}]}, "schema version 3"),
+        (
+            {"schema": NEWER},
+            f"schema version {NEWER}, and this code reads up to {NEWER - 1}: it was written by a "
+            "newer",
+        ),
+        ({"schema": NEWER, "rows": [{"future_field": 1}]}, f"schema version {NEWER}"),
         ({"status": "measured-v2"}, "field status: 'measured-v2'; allowed: measured, pending"),
         ({"run": None}, "field run: None"),
         ({"run": good["run"] | {"wall_s": "long"}}, "field run.wall_s: 'long'"),
@@ -460,14 +467,16 @@ def test_the_check_command_exits_1_on_a_device_below_its_band_or_a_published_fig
 
 
 def test_the_page_keeps_config_order_and_names_each_older_stages_revision(tmp_path):
+    from roofline.manifest import as_manifest
     from roofline.report import older_sentence, shown
+    from tests.manifests import entry
 
     table, manifest = aggregated(tmp_path)
     manifest["devices"] = dict(reversed(manifest["devices"].items()))  # as JSON sorts them
-    assert shown(table, manifest)[0] == ["cpu", "h100"]
-    entry = {
-        "kind": "cuda",
-        "measured_by_older": {
+    assert shown(table, as_manifest(manifest))[0] == ["cpu", "h100"]
+    older = entry(
+        kind="cuda",
+        measured_by_older={
             "benchmark": {"older": ["code"], "git_revision": "a" * 40, "measured_at": "T1"},
             "sweep": {
                 "older": ["params"],
@@ -475,10 +484,11 @@ def test_the_page_keeps_config_order_and_names_each_older_stages_revision(tmp_pa
                 "measured_at": "T2",
             },
         },
-    }
-    said = older_sentence("h100", entry)
+    )
+    said = older_sentence("h100", older)
     assert said.startswith(
         "⚠ Measured by older measuring code and params (benchmark at revision aaaaaaaaaaaa, T1; "
         "sweep at revision bbbbbbbbbbbb+dirty, T2): these are that code's numbers; to re-measure"
     ), said
-    assert older_sentence("h100", {"kind": "cuda"}) == ""
+    assert older_sentence("h100", entry(kind="cuda")) == ""
+    assert older_sentence("h100", entry(kind="cuda", status="pending")) == ""

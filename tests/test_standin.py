@@ -15,6 +15,7 @@ from roofline import gpu_suite, kinds
 from roofline.hardware import gpu_info
 from roofline.knobs import Settings, measure_knobs
 from roofline.measure import gpu_target, measure_point
+from roofline.timing import BenchSettings
 from tests.machines import (
     ELSEWHERE,
     ROOT,
@@ -27,13 +28,15 @@ from tests.machines import (
     run,
 )
 
-BENCH = SimpleNamespace(
+BENCH = BenchSettings(
     seed=0, warmup=1, warmup_seconds=0.0, repeats=3, check_rows=8, min_seconds=0.0
 )
 KNOBS = SimpleNamespace(
     cuda=SimpleNamespace(shape=[64] * 3, small_shape=[32] * 3, l2_shape=[512, 32, 256])
 )
-SETTINGS = Settings(seed=0, warmup=1, check_rows=8, rounds=2, min_seconds=0.01)
+SETTINGS = Settings(
+    BenchSettings(seed=0, warmup=1, check_rows=8, min_seconds=0.01, warmup_seconds=0.0), rounds=2
+)
 
 
 def point(dtype="float32", shape=(64, 64, 64)):
@@ -99,7 +102,16 @@ def played_machine(where, **changes) -> str:
     return str(path)
 
 
-SMALL = ["--size", "64", "--min-seconds", "0.01", "--warmup-seconds", "0.01"]
+SMALL = [
+    "--size",
+    "64",
+    "--min-seconds",
+    "0.01",
+    "--warmup-seconds",
+    "0.01",
+    "--knob-seconds",
+    "0.1",
+]
 
 
 @pytest.mark.slow

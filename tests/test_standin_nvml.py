@@ -14,7 +14,6 @@ import inspect
 import re
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -22,9 +21,10 @@ from roofline import hardware, kinds
 from roofline.errors import HardwareError
 from roofline.hardware import gpu_info
 from roofline.measure import describe, gpu_target, measure_point
+from roofline.timing import BenchSettings
 
 FAKES = Path(__file__).parent / "fakes"
-BENCH = SimpleNamespace(
+BENCH = BenchSettings(
     seed=0, warmup=1, warmup_seconds=0.0, repeats=3, check_rows=8, min_seconds=0.0
 )
 

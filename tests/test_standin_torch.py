@@ -17,6 +17,7 @@ import torch
 from roofline import gpu_suite, kinds
 from roofline.hardware import gpu_info
 from roofline.measure import gpu_target
+from roofline.timing import BenchSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -292,7 +293,7 @@ def test_the_timing_checks_bare_loop_drops_each_output_and_says_its_peak_memory(
     small = dict(played_cuda.H100_SXM, memory_bytes=4 << 20, l2_bytes=1 << 20)
     played("h100", gpus=[small])
     target = gpu_target(gpu_info()[0], print)
-    bench = gpu_suite.Bench(min_seconds=0.05, warmup=1, repeats=3, check_rows=8)
+    bench = BenchSettings(min_seconds=0.05, warmup=1, repeats=3, check_rows=8)
     out = gpu_suite.timing_check(target, 64, bench, harness_s=1e-4)  # 500 outputs of 8 KiB
     assert "error" not in out, out["error"]
     assert out["bare_loop_s"] > 0

@@ -1,5 +1,6 @@
 """Sweep shapes, and a sweep measured within its budget, on the CPU at tiny sizes."""
 
+from roofline.config import bench_settings
 from roofline.sweep import measure_sweep, sweep_shapes
 from tests.conftest import FINGERPRINT, LAPTOP, config, device
 
@@ -47,7 +48,13 @@ CPU = dict(kind="cpu", sku="laptop", clock_ghz=3.0, dtypes=["float32"], shapes=[
 def test_a_sweep_measures_every_point_and_labels_its_series():
     c = cfg()
     record = measure_sweep(
-        "cpu", device(**CPU), c.bench, c.sweep, LAPTOP["cpu"], FINGERPRINT, log=lambda _: None
+        "cpu",
+        device(**CPU),
+        bench_settings(c),
+        c.sweep,
+        LAPTOP["cpu"],
+        FINGERPRINT,
+        log=lambda _: None,
     )
     assert record["status"] == "measured" and record["sweep"] == "t"
     assert [(r["series"], r["m"], r["status"]) for r in record["rows"]] == [
@@ -62,7 +69,13 @@ def test_a_sweep_measures_every_point_and_labels_its_series():
 def test_points_past_the_budget_are_skipped_not_measured():
     c = cfg(budget_s={"cpu": 0.0, "cuda": 0.0})
     record = measure_sweep(
-        "cpu", device(**CPU), c.bench, c.sweep, LAPTOP["cpu"], FINGERPRINT, log=lambda _: None
+        "cpu",
+        device(**CPU),
+        bench_settings(c),
+        c.sweep,
+        LAPTOP["cpu"],
+        FINGERPRINT,
+        log=lambda _: None,
     )
     assert {r["status"] for r in record["rows"]} == {"skipped"}
     assert record["rows"][0]["reason"] == "the sweep's 0 s budget ran out"

@@ -1,6 +1,8 @@
-"""Golden pages: REPORT.md and REPORT-appendix.md rendered from fixed records under the lab's
-own conf (params.yaml), compared whole by tests/test_golden.py. Rewrite them after a change you
-mean, and review the diff of the page:
+"""Golden pages: REPORT.md and REPORT-appendix.md rendered from fixed records under a frozen
+conf (`params.yaml` here, a copy of the lab's composed one), compared whole by
+tests/test_golden.py. Frozen, so that the pages change only when the rendering does: a device
+added to conf/, a new price or SKU line, leaves them as they are. Rewrite them after a change
+to the rendering you mean, and review the diff of the page:
 
     uv run python -m tests.golden
 
@@ -21,6 +23,8 @@ from roofline.schema import measurement, measurement_from_dict
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
+# The golden pages' conf: never the live params.yaml, which every conf/ change rewrites.
+PARAMS = HERE / "params.yaml"
 PAGES = {"REPORT.md": HERE / "REPORT.md", "REPORT-appendix.md": HERE / "REPORT-appendix.md"}
 N = 8192
 
@@ -160,11 +164,11 @@ def parsed(name: str, record: dict) -> dict:
 
 def pages() -> dict[str, str]:
     """The two pages, as the report stage renders them from these records."""
-    cfg = load_lab_params(ROOT / "params.yaml")
+    cfg = load_lab_params(PARAMS)
     records = {}
     for name in cfg.devices:
         if name == "cpu":
-            records[name] = json.loads((HERE / "cpu.json").read_text())
+            records[name] = json.loads((HERE / "cpu.json").read_text(encoding="utf-8"))
         elif name in GPUS:
             records[name] = gpu_record(name)
         else:

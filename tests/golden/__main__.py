@@ -3,5 +3,5 @@
 from tests.golden import PAGES, pages
 
 for name, text in pages().items():
-    PAGES[name].write_text(text)
+    PAGES[name].write_text(text, encoding="utf-8")
     print(f"wrote {PAGES[name]}")
