@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from roofline.ceilings import lab_headline, load_table
-from roofline.errors import ConfigError, run
-from roofline.interpret import judge
-from roofline.manifest import Manifest, ManifestJson, as_manifest, load_manifest
-from roofline.paths import EXPERIMENT
+from roofline.core.errors import ConfigError, run
+from roofline.core.paths import EXPERIMENT
+from roofline.interpretation.ceilings import lab_headline, load_table
+from roofline.interpretation.interpret import judge
+from roofline.interpretation.manifest import Manifest, ManifestJson, as_manifest, load_manifest
 
 MEASURE = "`uv run dvc repro` on a machine with it measures it"
 

@@ -22,14 +22,14 @@ from typing import Any
 
 import yaml
 
-from roofline.config import device_config, to_plain
-from roofline.datasheets import judged
-from roofline.errors import ConfigError, RooflineError, run
-from roofline.keys import fingerprint_values
-from roofline.lab_schema import load_lab_params
-from roofline.params import STAGE_PARAMS
-from roofline.paths import device_dir, fingerprint_path, results_path
-from roofline.pipeline import SECRETS, task_path
+from roofline.configuration.config import device_config, to_plain
+from roofline.configuration.params import STAGE_PARAMS
+from roofline.core.errors import ConfigError, RooflineError, run
+from roofline.core.paths import device_dir, fingerprint_path, results_path
+from roofline.interpretation.datasheets import judged
+from roofline.interpretation.lab_schema import load_lab_params
+from roofline.machines.keys import fingerprint_values
+from roofline.machines.pipeline import SECRETS, task_path
 
 # What the launcher fetches from the pod: the device's lock and the results it records.
 HANDED_BACK = ("dvc.lock", "results.json")

@@ -1,5 +1,5 @@
 """Compose conf/ into params.yaml exactly as `dvc exp run` does (DVC's own Hydra composition),
-and generate the pipeline files for the devices it lists (roofline/pipeline.py).
+and generate the pipeline files for the devices it lists (roofline/machines/pipeline.py).
 
 uv run python -m roofline.compose            # rewrite params.yaml and the pipeline files
 uv run python -m roofline.compose --check    # exit 1 if any of them differs from conf/
@@ -13,22 +13,22 @@ from pathlib import Path
 import yaml
 from dvc.utils.hydra import compose_and_dump
 
-from roofline.config import PARAMS_FILE, load_params, parse_params
-from roofline.errors import ConfigError, run
-from roofline.keys import pending_keys
-from roofline.lab_schema import LabConfig
-from roofline.lab_schema import check as check_datasheets
-from roofline.params import read_params
-from roofline.paths import fingerprint_path, knobs_path, results_path, sweep_path
-from roofline.pipeline import orphans, pipeline_files
-from roofline.records import (
+from roofline.configuration.config import PARAMS_FILE, load_params, parse_params
+from roofline.configuration.params import read_params
+from roofline.core.errors import ConfigError, run
+from roofline.core.files import write_json_atomic, write_text_atomic
+from roofline.core.paths import fingerprint_path, knobs_path, results_path, sweep_path
+from roofline.interpretation.lab_schema import LabConfig
+from roofline.interpretation.lab_schema import check as check_datasheets
+from roofline.machines.keys import pending_keys
+from roofline.machines.pipeline import orphans, pipeline_files
+from roofline.machines.records import (
     knobs_record,
     lock_records_results,
     never_measured,
     pending_record,
     sweep_record,
 )
-from roofline.schema import write_json_atomic, write_text_atomic
 
 
 def compose(root: Path, overrides: list[str]) -> str:

@@ -20,15 +20,18 @@ from typing import Any
 
 import yaml
 
-from roofline import arithmetic as ar
-from roofline.datasheets import judged
-from roofline.dtypes import NAMES
-from roofline.errors import HardwareError, run
-from roofline.hardware import find_device, gpu_info, identity
-from roofline.interpret import assumed_clock_mhz, interpret, lab_checks
-from roofline.kernels import prepare_matmul
-from roofline.knobs import Settings, measure_knobs
-from roofline.measure import (
+from roofline.core import arithmetic as ar
+from roofline.core.dtypes import NAMES
+from roofline.core.errors import HardwareError, run
+from roofline.core.schema import KnobMeasurement
+from roofline.device.hardware import find_device, gpu_info, identity
+from roofline.device.timing import BenchSettings
+from roofline.interpretation.datasheets import judged
+from roofline.interpretation.interpret import assumed_clock_mhz, interpret, lab_checks
+from roofline.interpretation.rows import knob_row, row
+from roofline.measuring.kernels import prepare_matmul
+from roofline.measuring.knobs import Settings, measure_knobs
+from roofline.measuring.measure import (
     CALL_ERRORS,
     Target,
     describe,
@@ -37,9 +40,6 @@ from roofline.measure import (
     measure_point,
     raised,
 )
-from roofline.rows import knob_row, row
-from roofline.schema import KnobMeasurement
-from roofline.timing import BenchSettings
 
 SUITE_DTYPES = NAMES  # every dtype of the registry runs on a GPU
 

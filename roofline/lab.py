@@ -2,11 +2,11 @@
 
 import torch
 
-from roofline import arithmetic as ar
-from roofline import kinds
-from roofline.dtypes import DTYPES
-from roofline.hardware import cpu_info
-from roofline.kernels import measure_matmul, torch_dtype
+from roofline.core import arithmetic as ar
+from roofline.core.dtypes import DTYPES
+from roofline.device import kinds
+from roofline.device.hardware import cpu_info
+from roofline.measuring.kernels import measure_matmul, torch_dtype
 
 # torch dtype -> the registry's name; tf32 is a math mode of float32, not a torch dtype.
 DTYPE_NAMES = {torch_dtype(name): name for name, d in DTYPES.items() if not d.tf32}

@@ -16,7 +16,7 @@ from urllib.parse import urlparse
 from dvc.exceptions import CheckoutError
 from dvc.repo import Repo
 
-from roofline.errors import ConfigError, RooflineError, run
+from roofline.core.errors import ConfigError, RooflineError, run
 
 CHECKS = {
     "s3": "the bucket exists and `endpointurl` (R2, B2, MinIO) is reachable from here; credentials: "

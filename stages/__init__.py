@@ -2,7 +2,7 @@
 
 from collections.abc import Callable
 
-from roofline import errors
+from roofline.core import errors
 
 KEPT = "nothing was written: the previous results are as they were"
 RENDERED = "nothing was written: the previous deliverables are as they were"
@@ -18,7 +18,9 @@ def run(main: Callable[[], None], kept: str = KEPT) -> None:
         try:
             main()
         except errors.ConfigError as err:
-            from roofline.config import with_override_hint  # omegaconf: only on this path
+            from roofline.configuration.config import (
+                with_override_hint,  # omegaconf: only on this path
+            )
 
             raise with_override_hint(err) from err
 

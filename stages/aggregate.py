@@ -2,12 +2,13 @@
 its conf -> results.csv, knobs.csv, manifest.json, metrics.json. Every record is read and
 checked before anything is written, so the deliverables are all new or all old."""
 
-from roofline.aggregate import aggregate, load_record
-from roofline.keys import outdated
-from roofline.lab_schema import load_lab_params
-from roofline.params import read_params
-from roofline.paths import EXPERIMENT, RECORDS
-from roofline.schema import json_text, knob_from_dict, measurement_from_dict, write_texts_atomic
+from roofline.configuration.params import read_params
+from roofline.core.files import json_text, write_texts_atomic
+from roofline.core.paths import EXPERIMENT, RECORDS
+from roofline.core.schema import knob_from_dict, measurement_from_dict
+from roofline.interpretation.aggregate import aggregate, load_record
+from roofline.interpretation.lab_schema import load_lab_params
+from roofline.machines.keys import outdated
 from stages import RENDERED, run
 
 # How each record's rows are read.

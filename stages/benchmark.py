@@ -1,11 +1,11 @@
 """Stage benchmark: measure a device that is here, record a never-measured one as pending, and
 keep results measured on hardware that is not here as they are."""
 
-from roofline.config import bench_settings
-from roofline.holding import holding
-from roofline.paths import results_path
-from roofline.records import pending_record, points
-from roofline.schema import write_json_atomic
+from roofline.configuration.config import bench_settings
+from roofline.core.files import write_json_atomic
+from roofline.core.paths import results_path
+from roofline.machines.holding import holding
+from roofline.machines.records import pending_record, points
 from stages import run
 from stages.measuring import begin
 
@@ -19,7 +19,10 @@ def main(argv: list[str] | None = None) -> None:
         if decision.action == "pending":
             record = pending_record(name, dev)
         else:
-            from roofline.benchmark import check_disk, measure_device  # torch: only to measure
+            from roofline.measuring.benchmark import (  # torch: only to measure
+                check_disk,
+                measure_device,
+            )
 
             check_disk(results_path(name), len(points(dev)))
             bench = bench_settings(cfg)

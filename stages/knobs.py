@@ -5,9 +5,9 @@ measured elsewhere (the same rules as the benchmark and the sweep)."""
 from dataclasses import replace
 from typing import Any
 
-from roofline.config import bench_settings
-from roofline.paths import knobs_path
-from roofline.records import knobs_record
+from roofline.configuration.config import bench_settings
+from roofline.core.paths import knobs_path
+from roofline.machines.records import knobs_record
 from stages import run
 from stages.measuring import selected_stage
 
@@ -17,10 +17,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def measure(name: str, cfg: Any, dev: Any, decision: Any) -> dict:
-    from roofline.benchmark import check_disk, run_info, started  # torch: only to measure
-    from roofline.knobs import Settings, measure_knobs
-    from roofline.measure import target_for
-    from roofline.progress import say
+    from roofline.core.progress import say
+    from roofline.measuring.benchmark import check_disk, run_info, started  # torch: only to measure
+    from roofline.measuring.knobs import Settings, measure_knobs
+    from roofline.measuring.measure import target_for
 
     check_disk(knobs_path(name), 12)
     begun, target = started(), target_for(dev.kind.name, decision.found, say)

@@ -10,10 +10,10 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from roofline.config import device_config, load_params
-from roofline.holding import holding
-from roofline.records import Decision, decide
-from roofline.schema import write_json_atomic
+from roofline.configuration.config import device_config, load_params
+from roofline.core.files import write_json_atomic
+from roofline.machines.holding import holding
+from roofline.machines.records import Decision, decide
 
 
 def begin(

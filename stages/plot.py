@@ -1,11 +1,11 @@
 """Stage plot: results.csv + manifest.json -> roofline.png, roofline-sweeps.png and
 roofline.json (the interactive roofline that `dvc plots show` renders); knobs.csv -> knobs.png."""
 
-from roofline.ceilings import load_knobs, load_table
-from roofline.manifest import load_manifest
-from roofline.paths import EXPERIMENT
-from roofline.plot import draw, draw_knobs, draw_sweeps, interactive
-from roofline.schema import atomic_paths, json_text
+from roofline.core.files import atomic_paths, json_text
+from roofline.core.paths import EXPERIMENT
+from roofline.interpretation.ceilings import load_knobs, load_table
+from roofline.interpretation.manifest import load_manifest
+from roofline.rendering.plot import draw, draw_knobs, draw_sweeps, interactive
 from stages import RENDERED, run
 
 FIGURES = ("roofline.png", "roofline-sweeps.png", "knobs.png")

@@ -24,13 +24,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from roofline.errors import ConfigError, RecordError  # imported by `stages` anyway
-from roofline.paths import EXPERIMENT, RECORDS, fingerprint_path, results_path
+from roofline.core.errors import ConfigError, RecordError  # imported by `stages` anyway
+from roofline.core.paths import EXPERIMENT, RECORDS, fingerprint_path, results_path
 from stages import run
 
 # The keys every device would be measured by now ({device: {stage: {code, params}}}): the same
 # on every machine with the same checkout. Aggregate's first dependency, so DVC runs the probe
-# of every device before any device's stage (roofline/pipeline.py).
+# of every device before any device's stage (roofline/machines/pipeline.py).
 KEYS_FILE = EXPERIMENT / "devices" / "keys.json"
 # What the probe of every device said, and the state of all it decided from. It runs on every
 # `dvc repro`: deciding took about 70 ms, most of it imports; answering from here, 36 ms
@@ -41,7 +41,7 @@ HARDWARE_VARIABLES = ("ROOFLINE_HARDWARE", "PYTHONPATH")
 
 
 def read_if_there(path: Path) -> Any:
-    from roofline.schema import read_json
+    from roofline.core.files import read_json
 
     return read_json(path) if path.exists() else None
 
@@ -51,10 +51,14 @@ def inputs(names: list[str]) -> list[Any]:
     it reads (params.yaml, each device's fingerprint and records, the keys file, the hardware
     description or its cache, our code), this boot's key (the CPUs this process may use, the
     torch installed: hardware.boot) and the variables that say which hardware is here."""
-    from roofline.code import OUR_PACKAGES
-    from roofline.hardware import BOOT_CACHE, boot
+    from roofline.device.hardware import BOOT_CACHE, boot
+    from roofline.machines.code import OUR_PACKAGES
 
-    files = [Path("params.yaml"), KEYS_FILE, BOOT_CACHE]  # roofline.params imports yaml
+    files = [
+        Path("params.yaml"),
+        KEYS_FILE,
+        BOOT_CACHE,
+    ]  # roofline.configuration.params imports yaml
     files += [at(name) for name in names for at in (fingerprint_path, *RECORDS.values())]
     files += [Path(v) for v in [os.environ.get(HARDWARE_VARIABLES[0])] if v]
     files += sorted(p for part in OUR_PACKAGES for p in Path(part).rglob("*.py"))
@@ -100,9 +104,9 @@ def decide(
 ) -> tuple[dict[Path, Any], str, bool]:
     """What the probe writes for a device ({path: record}, its fingerprint included), what it
     says, and whether it decided from files alone (not from DVC's cache or remote)."""
-    from roofline.hardware import locate, torch_version
-    from roofline.keys import measuring_keys, pending_keys
-    from roofline.records import (
+    from roofline.device.hardware import locate, torch_version
+    from roofline.machines.keys import measuring_keys, pending_keys
+    from roofline.machines.records import (
         fingerprint,
         lock_records_results,
         lost_records,
@@ -154,10 +158,10 @@ def decide(
 def probe(argv: list[str]) -> None:
     import argparse
 
-    from roofline.hardware import BOOT_CACHE, live_hardware, unmatched_gpus
-    from roofline.keys import measuring_keys
-    from roofline.params import probe_devices, read_params
-    from roofline.schema import json_text, write_texts_atomic
+    from roofline.configuration.params import probe_devices, read_params
+    from roofline.core.files import json_text, write_texts_atomic
+    from roofline.device.hardware import BOOT_CACHE, live_hardware, unmatched_gpus
+    from roofline.machines.keys import measuring_keys
 
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument(

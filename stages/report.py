@@ -1,11 +1,11 @@
 """Stage report: results.csv + manifest.json (+ the plot it shows) -> REPORT.md (one page) and
 REPORT-appendix.md (each device's whole story, every point against the roofline's prediction)."""
 
-from roofline.ceilings import load_knobs, load_table
-from roofline.manifest import load_manifest
-from roofline.paths import EXPERIMENT
-from roofline.report import appendix, render
-from roofline.schema import write_texts_atomic
+from roofline.core.files import write_texts_atomic
+from roofline.core.paths import EXPERIMENT
+from roofline.interpretation.ceilings import load_knobs, load_table
+from roofline.interpretation.manifest import load_manifest
+from roofline.rendering.report import appendix, render
 from stages import RENDERED, run
 
 

@@ -3,9 +3,9 @@ pending for a device never measured, kept as it is for one measured elsewhere.""
 
 from typing import Any
 
-from roofline.config import bench_settings
-from roofline.paths import sweep_path
-from roofline.records import sweep_record
+from roofline.configuration.config import bench_settings
+from roofline.core.paths import sweep_path
+from roofline.machines.records import sweep_record
 from stages import run
 from stages.measuring import selected_stage
 
@@ -15,8 +15,8 @@ def main(argv: list[str] | None = None) -> None:
 
 
 def measure(name: str, cfg: Any, dev: Any, decision: Any) -> dict:
-    from roofline.benchmark import check_disk  # torch: only to measure
-    from roofline.sweep import measure_sweep, sweep_shapes
+    from roofline.measuring.benchmark import check_disk  # torch: only to measure
+    from roofline.measuring.sweep import measure_sweep, sweep_shapes
 
     shapes = sweep_shapes(cfg.sweep, dev.kind.name)
     check_disk(sweep_path(name), len(shapes) * len(dev.dtypes) * len(dev.backends))

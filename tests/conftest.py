@@ -45,7 +45,7 @@ H100_POD = {
 }
 
 
-# A datasheet line's fields (roofline.datasheets.Sku), which `device` takes flat for brevity.
+# A datasheet line's fields (roofline.interpretation.datasheets.Sku), which `device` takes flat for brevity.
 DATASHEET = (
     "sku",
     "source",
@@ -66,7 +66,7 @@ def device(datasheet_for: str = "*", **fields):
     datasheet fields, given flat, become its one line, for the name `datasheet_for`."""
     from omegaconf import OmegaConf  # imported here: the CUDA tests run without omegaconf
 
-    from roofline.lab_schema import LabDevice
+    from roofline.interpretation.lab_schema import LabDevice
 
     line = {key: fields.pop(key) for key in DATASHEET if key in fields}
     if line:
@@ -78,7 +78,7 @@ def measuring(dev):
     """The part of a device's conf its measuring stages read (what load_params gives them)."""
     from omegaconf import OmegaConf
 
-    from roofline.params import MEASURING_KEYS
+    from roofline.configuration.params import MEASURING_KEYS
 
     return OmegaConf.masked_copy(dev, list(MEASURING_KEYS))
 
@@ -86,7 +86,7 @@ def measuring(dev):
 def config(devices: dict, **bench):
     from omegaconf import OmegaConf
 
-    from roofline.lab_schema import LabConfig
+    from roofline.interpretation.lab_schema import LabConfig
 
     return OmegaConf.merge(OmegaConf.structured(LabConfig), {"bench": bench, "devices": devices})
 
@@ -108,15 +108,15 @@ def pytest_collection_modifyitems(config, items):
 
 def measured_row(device, dtype, shape, samples, peak, source, check_error, telemetry=None):
     """A results.csv row for a measured point, interpreted against `peak`."""
-    from roofline.rows import row
-    from roofline.schema import measurement
+    from roofline.core.schema import measurement
+    from roofline.interpretation.rows import row
 
     return row(measurement(device, dtype, shape, samples, check_error, telemetry), peak, source)
 
 
 def empty_row(device, dtype, shape, status, reason):
-    from roofline.rows import row
-    from roofline.schema import empty
+    from roofline.core.schema import empty
+    from roofline.interpretation.rows import row
 
     return row(empty(device, dtype, shape, status, reason))
 

@@ -3,7 +3,7 @@ with a plain value for every field it leaves out, and read as the plot and repor
 
 from typing import Any
 
-from roofline.manifest import DeviceEntry, entry_from_json
+from roofline.interpretation.manifest import DeviceEntry, entry_from_json
 
 # Every field of a device's entry, whatever its status, plainly.
 ENTRY = {

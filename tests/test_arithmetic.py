@@ -2,8 +2,8 @@
 
 import pytest
 
-from roofline import arithmetic as ar
-from roofline import roofs
+from roofline.core import arithmetic as ar
+from roofline.interpretation import roofs
 
 
 def test_flops_and_bytes_of_a_small_matmul():

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from roofline.ceilings import (
+from roofline.interpretation.ceilings import (
     Ceiling,
     Step,
     StepId,
@@ -19,7 +19,7 @@ from roofline.ceilings import (
     wave_quantisation,
     why,
 )
-from roofline.manifest import Fma
+from roofline.interpretation.manifest import Fma
 from tests.conftest import empty_row, measured_row
 
 

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from roofline.cloud import commands, expected_cost, handback_problem, md5, missing_before_launch
-from roofline.keys import fingerprint_values
-from roofline.pipeline import SECRETS
+from roofline.machines.keys import fingerprint_values
+from roofline.machines.pipeline import SECRETS
 
 ROOT = Path(__file__).resolve().parents[1]
 # SkyPilot's accelerator names for the lab's GPUs, the SXM variant preferred where a cloud names

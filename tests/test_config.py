@@ -7,10 +7,10 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from roofline import lab_schema
 from roofline.compose import compose, explain
-from roofline.config import ConfigError, device_config, load_params, validate
-from roofline.lab_schema import load_lab_params
+from roofline.configuration.config import ConfigError, device_config, load_params, validate
+from roofline.interpretation import lab_schema
+from roofline.interpretation.lab_schema import load_lab_params
 from tests.conftest import config, device
 
 ROOT = Path(__file__).resolve().parents[1]

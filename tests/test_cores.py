@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from roofline import hardware, peakflops
-from roofline.hardware import describe, identity, physical_cores_of, same_machine
-from roofline.records import probe_decision
-from roofline.rows import row, shared_window
-from roofline.schema import measurement
-from roofline.timing import HostTimer, host_window, read_host, sample
+from roofline.core.schema import measurement
+from roofline.device import hardware, peakflops
+from roofline.device.hardware import describe, identity, physical_cores_of, same_machine
+from roofline.device.timing import HostTimer, host_window, read_host, sample
+from roofline.interpretation.rows import row, shared_window
+from roofline.machines.records import probe_decision
 
 CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 needs_two = pytest.mark.skipif(
@@ -90,7 +90,9 @@ def test_a_fence_is_said_as_taskset_writes_it():
 
 
 def facts_under(*prefix: str) -> dict:
-    code = "import json; from roofline.hardware import cpu_info; print(json.dumps(cpu_info()))"
+    code = (
+        "import json; from roofline.device.hardware import cpu_info; print(json.dumps(cpu_info()))"
+    )
     done = subprocess.run(
         [*prefix, sys.executable, "-c", code], capture_output=True, text=True, check=True
     )
@@ -104,7 +106,7 @@ def test_taskset_leaves_the_probe_one_core_and_the_boot_cache_tells_them_apart()
     assert fenced["machine_cores"] == whole["machine_cores"] >= 2
     assert fenced["fence"].startswith("CPU affinity: 1 of ")
     assert whole["logical_cores"] == len(CPUS) and whole["fence"] is None
-    code = "import json; from roofline.hardware import boot; print(json.dumps(boot()))"
+    code = "import json; from roofline.device.hardware import boot; print(json.dumps(boot()))"
     keys = [
         subprocess.run([*prefix, sys.executable, "-c", code], capture_output=True, text=True)
         for prefix in (["taskset", "-c", str(CPUS[0])], [])
@@ -221,7 +223,7 @@ def test_a_competitor_for_every_window_leaves_no_fma_ceiling_and_no_clock():
 
 
 def test_a_figure_above_its_peak_has_no_mfu_anywhere():
-    from roofline.aggregate import metrics, results_table
+    from roofline.interpretation.aggregate import metrics, results_table
 
     flops = 2 * 64**3
     point = measurement("cpu", "float32", [64, 64, 64], [flops / 2e12], 0.0)  # 2 TFLOP/s
@@ -237,7 +239,7 @@ def test_a_figure_above_its_peak_has_no_mfu_anywhere():
 
 
 def test_the_page_says_a_figure_above_its_peak_is_a_bug_not_an_mfu():
-    from roofline.report import mfu_sentence
+    from roofline.rendering.report import mfu_sentence
 
     flops = 2 * 64**3
     head = row(measurement("cpu", "float32", [64] * 3, [flops / 2e12], 0.0), 1.0, "computed")

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from roofline import kinds
-from roofline.dtypes import DTYPES
+from roofline.core.dtypes import DTYPES
+from roofline.device import kinds
+from roofline.device.hardware import gpu_info
+from roofline.device.telemetry import Sampler, open_gpu, summarize
 from roofline.gpu_suite import device_files, match
-from roofline.hardware import gpu_info
-from roofline.kernels import GRAPH_BELOW_S, measure_matmul, unsupported_reason
 from roofline.lab import bench_matmul
-from roofline.telemetry import Sampler, open_gpu, summarize
+from roofline.measuring.kernels import GRAPH_BELOW_S, measure_matmul, unsupported_reason
 
 pytestmark = pytest.mark.cuda
 ROOT = Path(__file__).resolve().parents[1]

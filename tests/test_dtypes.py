@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from roofline import arithmetic as ar
-from roofline.config import DType
-from roofline.dtypes import CPU_FLAGS, DTYPES, LAB_DTYPE, NAMES, dtype
-from roofline.kernels import torch_dtype, unsupported_reason
+from roofline.configuration.config import DType
+from roofline.core import arithmetic as ar
+from roofline.core.dtypes import CPU_FLAGS, DTYPES, LAB_DTYPE, NAMES, dtype
+from roofline.measuring.kernels import torch_dtype, unsupported_reason
 
 
 def test_each_entry_matches_its_torch_dtype():

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-import roofline.benchmark
-from roofline import paths
-from roofline.config import load_params
+import roofline.measuring.benchmark
+from roofline.configuration.config import load_params
+from roofline.core import paths
 from stages import aggregate, benchmark, probe
 from stages import run as run_stage
 from tests.conftest import LAPTOP
@@ -56,7 +56,7 @@ def test_a_benchmark_that_fails_midway_keeps_the_previous_results(
     def fails(*args, **kwargs):
         raise failure
 
-    monkeypatch.setattr(roofline.benchmark, "measure_device", fails)
+    monkeypatch.setattr(roofline.measuring.benchmark, "measure_device", fails)
     with pytest.raises(SystemExit) as exit_:
         run_stage(lambda: benchmark.main(["cpu"]))
     assert said in str(exit_.value) and "the previous results are as they were" in str(exit_.value)
@@ -108,7 +108,8 @@ def test_aggregate_stops_at_a_hand_edited_row_naming_file_and_row(workspace):
 def test_sync_without_a_remote_says_which_is_missing_and_how_to_add_one(tmp_path, monkeypatch):
     from dvc.repo import Repo
 
-    from roofline import errors, sync
+    from roofline import sync
+    from roofline.core import errors
 
     Repo.init(tmp_path, no_scm=True).close()
     monkeypatch.chdir(tmp_path)

@@ -7,11 +7,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from roofline.datasheets import judged
+from roofline.device.telemetry import summarize
 from roofline.gpu_suite import device_files, match, table
-from roofline.interpret import lab_checks
-from roofline.report import gap_paragraph
-from roofline.telemetry import summarize
+from roofline.interpretation.datasheets import judged
+from roofline.interpretation.interpret import lab_checks
+from roofline.rendering.report import gap_paragraph
 from tests.conftest import H100_POD, empty_row, measured_row
 from tests.manifests import entry as manifest_entry
 from tests.test_telemetry import window
@@ -137,7 +137,7 @@ def test_gpu_gap_paragraph_cites_clocks_fp8_and_the_lab_checks():
 
 @pytest.mark.parametrize("dtype", ["tf32", "float8_e4m3fn"])
 def test_gpu_only_formats_are_skipped_on_a_cpu_with_a_reason(dtype):
-    from roofline.kernels import unsupported_reason
+    from roofline.measuring.kernels import unsupported_reason
 
     assert "CPUs have no native" in unsupported_reason(dtype, "cpu")
 
@@ -154,7 +154,7 @@ def test_the_gpu_path_needs_only_torch_nvml_pyyaml_and_pytest():
     code = (
         f"import sys\nfor m in {blocked!r}: sys.modules[m] = None\n"
         "import roofline.gpu_suite, roofline.lab, tests.test_cuda\n"
-        "from roofline.errors import run\n"
+        "from roofline.core.errors import run\n"
         "run(roofline.gpu_suite.main)"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
@@ -179,7 +179,7 @@ RENTED = [
 
 @pytest.mark.parametrize(("name", "device", "fp16", "bandwidth"), RENTED)
 def test_every_rented_sku_is_one_device_and_one_datasheet_line(name, device, fp16, bandwidth):
-    from roofline.hardware import find_device
+    from roofline.device.hardware import find_device
 
     devices = device_files(ROOT / "conf/device")
     gpu = dict(H100_POD["gpus"][0], name=name)
@@ -201,7 +201,7 @@ def test_every_rented_sku_is_one_device_and_one_datasheet_line(name, device, fp1
     "name", ["NVIDIA GH200 480GB", "NVIDIA H100", "NVIDIA A100-SXM4-80GB MIG 3g.40gb"]
 )
 def test_a_gh200_and_a_mig_slice_get_no_datasheet(name, capsys):
-    from roofline.hardware import find_device
+    from roofline.device.hardware import find_device
 
     devices = device_files(ROOT / "conf/device")
     gpu = dict(H100_POD["gpus"][0], name=name)
@@ -216,8 +216,8 @@ def test_a_gh200_and_a_mig_slice_get_no_datasheet(name, capsys):
 
 
 def test_the_suite_prints_the_knobs_as_a_ladder_largest_gain_first():
+    from roofline.core.schema import KnobMeasurement
     from roofline.gpu_suite import ladder
-    from roofline.schema import KnobMeasurement
 
     def knob(name, base, var, status="measured", reason=""):
         return dataclasses.asdict(

@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from roofline import hardware
-from roofline.errors import HardwareError
-from roofline.hardware import find_device, identity, live_hardware, unmatched_gpus
+from roofline.core.errors import HardwareError
+from roofline.device import hardware
+from roofline.device.hardware import find_device, identity, live_hardware, unmatched_gpus
 from tests.conftest import H100_POD, LAPTOP, config, device
 
 CPU = device(
@@ -108,7 +108,7 @@ def test_this_machine_is_described_without_a_gpu():
 
 
 def test_only_named_environment_variables_are_recorded(monkeypatch):
-    from roofline.provenance import environment
+    from roofline.measuring.provenance import environment
 
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
     monkeypatch.setenv("OMP_NUM_THREADS", "4")

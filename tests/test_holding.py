@@ -9,12 +9,12 @@ import sys
 import time
 import uuid
 
-from roofline.holding import holding, lock_path
+from roofline.machines.holding import holding, lock_path
 from tests.machines import ROOT
 
 HOLD = """
 import sys, time
-from roofline.holding import holding
+from roofline.machines.holding import holding
 with holding(sys.argv[1], "benchmark"):
     print("held", flush=True)
     time.sleep(1.0)
@@ -40,7 +40,7 @@ def test_a_second_measurement_of_a_device_waits_for_the_first_and_says_for_whom(
 
 
 def test_a_measuring_stage_holds_its_device_while_it_measures(tmp_path, monkeypatch):
-    import roofline.benchmark
+    import roofline.measuring.benchmark
     from stages import benchmark, probe
     from tests.conftest import LAPTOP
 
@@ -50,7 +50,7 @@ def test_a_measuring_stage_holds_its_device_while_it_measures(tmp_path, monkeypa
         seen.append(json.loads(lock_path("cpu").with_suffix(".holder").read_text()))
         return {"measured": True}
 
-    monkeypatch.setattr(roofline.benchmark, "measure_device", measure)
+    monkeypatch.setattr(roofline.measuring.benchmark, "measure_device", measure)
     shutil.copy(ROOT / "params.yaml", tmp_path)
     (tmp_path / "laptop.json").write_text(json.dumps(LAPTOP))
     monkeypatch.chdir(tmp_path)

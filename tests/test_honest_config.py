@@ -12,15 +12,16 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from roofline import knobs as kn
-from roofline import lab_schema, timing
-from roofline.config import BOUNDS, LISTS, KnobsConfig, SweepConfig, validate
-from roofline.errors import ConfigError
-from roofline.kinds import Kind
-from roofline.lab_schema import LabConfig
-from roofline.measure import Target, measure_point
-from roofline.params import probe_devices
-from roofline.timing import MAX_CALLS, BenchSettings, calls_to_fill, sample, warmed
+from roofline.configuration.config import BOUNDS, LISTS, KnobsConfig, SweepConfig, validate
+from roofline.configuration.params import probe_devices
+from roofline.core.errors import ConfigError
+from roofline.device import timing
+from roofline.device.kinds import Kind
+from roofline.device.timing import MAX_CALLS, BenchSettings, calls_to_fill, sample, warmed
+from roofline.interpretation import lab_schema
+from roofline.interpretation.lab_schema import LabConfig
+from roofline.measuring import knobs as kn
+from roofline.measuring.measure import Target, measure_point
 from tests.conftest import config, device
 from tests.machines import dvc, git, run
 
@@ -65,7 +66,7 @@ def refused(*overrides: str) -> str:
 # 1. Bounded work ------------------------------------------------------------------------------
 
 # Numbers a user sets that are neither a count nor a duration: a seed, and a matrix size (sizes
-# are held to the device's memory instead: roofline.lab_schema.memory_errors, the stages).
+# are held to the device's memory instead: roofline.interpretation.lab_schema.memory_errors, the stages).
 NOT_WORK = {"bench.seed", "sweep.skinny_nk"}
 
 
@@ -167,7 +168,7 @@ def user_module(tmp_path, monkeypatch):
     config."""
     name = f"honest_backends_{tmp_path.name.replace('-', '_')}"
     (tmp_path / f"{name}.py").write_text(
-        "from roofline.errors import ConfigError\n"
+        "from roofline.core.errors import ConfigError\n"
         "def multiplies(a, b):\n    return a @ b\n"
         "def refuses(a, b):\n    raise ValueError('operands not aligned\\nsecond line')\n"
         "def refuses_config(a, b):\n    raise ConfigError('this backend is misconfigured')\n"

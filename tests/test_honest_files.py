@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from roofline import check, errors
-from roofline.aggregate import load_record
-from roofline.errors import SchemaError
-from roofline.paths import EXPERIMENT, RECORDS
-from roofline.schema import RESTORE, knob_from_dict, write_json_atomic, write_text_atomic
+from roofline import check
+from roofline.core import errors
+from roofline.core.errors import SchemaError
+from roofline.core.files import write_json_atomic, write_text_atomic
+from roofline.core.paths import EXPERIMENT, RECORDS
+from roofline.core.schema import RESTORE, knob_from_dict
+from roofline.interpretation.aggregate import load_record
 from stages import RENDERED, aggregate
 from stages import run as run_stage
 from tests.golden import GPUS, HERE, gpu_record
@@ -35,8 +37,8 @@ RENDER = ("aggregate", "plot", "report")
 def make_project(where: Path) -> Path:
     """The lab's code, conf and params.yaml, with the golden pages' records (tests/golden) as
     every device's measurements: measured cpu, a100, h100 and h200, a pending mps."""
-    from roofline.lab_schema import load_lab_params
-    from roofline.records import knobs_record, pending_record, sweep_record
+    from roofline.interpretation.lab_schema import load_lab_params
+    from roofline.machines.records import knobs_record, pending_record, sweep_record
 
     for part in CODE:
         shutil.copytree(ROOT / part, where / part, ignore=shutil.ignore_patterns("__pycache__"))

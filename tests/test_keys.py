@@ -4,8 +4,8 @@ params it reads, and nothing else (no interpretation, no price)."""
 import shutil
 from pathlib import Path
 
-from roofline.keys import code_key, older, outdated, pending_keys, stage_key
-from roofline.params import read_params
+from roofline.configuration.params import read_params
+from roofline.machines.keys import code_key, older, outdated, pending_keys, stage_key
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -19,10 +19,10 @@ def copy_of_code(tmp_path: Path) -> Path:
 def test_a_stages_code_key_changes_with_the_code_it_runs_only(tmp_path):
     root = copy_of_code(tmp_path)
     before = {stage: code_key(stage, root) for stage in ("benchmark", "sweep", "knobs")}
-    rows = root / "roofline/rows.py"  # interpretation: no measuring stage runs it
+    rows = root / "roofline/interpretation/rows.py"  # interpretation: no measuring stage runs it
     rows.write_text(rows.read_text() + "\n# reworded\n")
     assert {stage: code_key(stage, root) for stage in before} == before
-    sweep = root / "roofline/sweep.py"  # the sweep's alone
+    sweep = root / "roofline/measuring/sweep.py"  # the sweep's alone
     sweep.write_text(sweep.read_text() + "\n# changed\n")
     after = {stage: code_key(stage, root) for stage in before}
     assert after["sweep"] != before["sweep"]
@@ -64,7 +64,7 @@ def test_a_record_says_what_of_todays_code_and_params_differs_from_what_measured
 
 
 def test_code_keys_are_kept_until_a_file_of_ours_changes(tmp_path, monkeypatch):
-    import roofline.keys as keys
+    import roofline.machines.keys as keys
 
     root = copy_of_code(tmp_path)
     (root / ".dvc/tmp").mkdir(parents=True)
@@ -72,7 +72,7 @@ def test_code_keys_are_kept_until_a_file_of_ours_changes(tmp_path, monkeypatch):
     assert (root / keys.CODE_CACHE).exists()
     monkeypatch.setattr(keys, "code_key", lambda stage, root: "parsed again")
     assert keys.code_keys(root) == first  # nothing changed: read, not parsed
-    knobs = root / "roofline/knobs.py"
+    knobs = root / "roofline/measuring/knobs.py"
     knobs.write_text(knobs.read_text() + "\n# changed\n")
     assert keys.code_keys(root) == dict.fromkeys(first, "parsed again")
 

@@ -8,15 +8,15 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from roofline import kinds
-from roofline import knobs as kn
-from roofline.aggregate import knob_metrics, knobs_table
-from roofline.hardware import cpu_info
-from roofline.measure import Target, target_for
-from roofline.report import knob_lines, unturned_sentence
-from roofline.rows import knob_row, knob_title
-from roofline.schema import KnobMeasurement
-from roofline.timing import BenchSettings
+from roofline.core.schema import KnobMeasurement
+from roofline.device import kinds
+from roofline.device.hardware import cpu_info
+from roofline.device.timing import BenchSettings
+from roofline.interpretation.aggregate import knob_metrics, knobs_table
+from roofline.interpretation.rows import knob_row, knob_title
+from roofline.measuring import knobs as kn
+from roofline.measuring.measure import Target, target_for
+from roofline.rendering.report import knob_lines, unturned_sentence
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,7 +70,7 @@ def test_the_isa_cap_is_measured_in_processes_of_its_own(monkeypatch):
     samples = side.measure(0.01, True)
     assert samples and all(s > 0 for s in samples)
     # What those processes run is code the knobs stage's key hashes: editing it re-measures.
-    from roofline.code import code_deps
+    from roofline.machines.code import code_deps
 
     deps = code_deps("stages.knobs", ROOT)
     assert started and all(f"{m.replace('.', '/')}.py" in deps for m in started), started
@@ -183,7 +183,7 @@ def test_gains_ladder_metrics_and_the_largest_unturned_knob():
 def test_with_knobs_measured_the_gap_paragraph_cites_the_largest_unturned_one():
     import json
 
-    from roofline.report import appendix, render
+    from roofline.rendering.report import appendix, render
     from tests.test_results import aggregated
 
     points = [measured_knob("cpu", "float32 -> bfloat16", [1.0], [0.25], False)]

@@ -10,11 +10,18 @@ from pathlib import Path
 
 import pytest
 
-from roofline import ceilings, manifest, records, report
-from roofline.aggregate import aggregate
-from roofline.errors import SchemaError
-from roofline.lab_schema import load_lab_params
-from roofline.manifest import (
+from roofline.core.errors import SchemaError
+from roofline.core.schema import (
+    SCHEMA_VERSION,
+    KnobMeasurement,
+    TimingMode,
+    measurement,
+    measurement_from_dict,
+)
+from roofline.interpretation import ceilings, manifest
+from roofline.interpretation.aggregate import aggregate
+from roofline.interpretation.lab_schema import load_lab_params
+from roofline.interpretation.manifest import (
     DeviceEntry,
     Manifest,
     as_manifest,
@@ -22,15 +29,10 @@ from roofline.manifest import (
     manifest_from_json,
     to_json,
 )
-from roofline.records import knobs_record, pending_record, sweep_record
-from roofline.rows import CSV_COLUMNS, row
-from roofline.schema import (
-    SCHEMA_VERSION,
-    KnobMeasurement,
-    TimingMode,
-    measurement,
-    measurement_from_dict,
-)
+from roofline.interpretation.rows import CSV_COLUMNS, row
+from roofline.machines import records
+from roofline.machines.records import knobs_record, pending_record, sweep_record
+from roofline.rendering import report
 from tests import golden
 from tests.manifests import entry
 
@@ -184,7 +186,9 @@ def field_names(cls: type, seen: set[type] | None = None) -> set[str]:
 MANIFEST_FIELDS = field_names(Manifest)
 
 
-@pytest.mark.parametrize("module", ["roofline/report.py", "roofline/plot.py", "roofline/check.py"])
+@pytest.mark.parametrize(
+    "module", ["roofline/rendering/report.py", "roofline/rendering/plot.py", "roofline/check.py"]
+)
 def test_the_deliverables_read_no_manifest_field_by_key(module):
     """Past load_manifest a field is an attribute: `entry["sku"]` or `entry.get("fma")` would
     be a field read again, unchecked, by its name."""

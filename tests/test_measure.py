@@ -3,12 +3,13 @@
 import pytest
 import torch
 
-from roofline import kernels, kinds
-from roofline.benchmark import check_fits, measure_device
-from roofline.config import ConfigError, bench_settings
-from roofline.dtypes import DTYPES
-from roofline.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
-from roofline.records import pending_record
+from roofline.configuration.config import ConfigError, bench_settings
+from roofline.core.dtypes import DTYPES
+from roofline.device import kinds
+from roofline.machines.records import pending_record
+from roofline.measuring import kernels
+from roofline.measuring.benchmark import check_fits, measure_device
+from roofline.measuring.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from tests.conftest import FINGERPRINT, LAPTOP, config, device, measuring
 
 
@@ -151,7 +152,7 @@ def test_shapes_and_copy_buffers_that_cannot_fit_are_refused_before_measuring():
 
 
 def test_a_copy_buffer_larger_than_memory_is_refused_before_any_point_is_measured(monkeypatch):
-    from roofline import benchmark
+    from roofline.measuring import benchmark
 
     measured = []
     monkeypatch.setattr(benchmark, "measure_point", lambda *a: measured.append(a))
@@ -164,8 +165,8 @@ def test_a_copy_buffer_larger_than_memory_is_refused_before_any_point_is_measure
 def test_a_disk_too_full_for_the_record_is_refused_before_measuring(tmp_path, monkeypatch):
     from collections import namedtuple
 
-    from roofline import benchmark
-    from roofline.errors import HardwareError
+    from roofline.core.errors import HardwareError
+    from roofline.measuring import benchmark
 
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr(benchmark.shutil, "disk_usage", lambda _: usage(1 << 40, 0, 10 << 20))
@@ -179,7 +180,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):
     import io
     import sys
 
-    from roofline.progress import progress
+    from roofline.core.progress import progress
 
     assert progress([1, 2], "cpu").disable  # pytest's stderr is not a terminal, nor is CI's
 

@@ -9,21 +9,21 @@ import json
 
 import pytest
 
-from roofline import timing
-from roofline.aggregate import aggregate
-from roofline.kinds import Kind
-from roofline.lab_schema import load_lab_params
-from roofline.measure import Target, describe, measure_point
-from roofline.records import knobs_record, sweep_record
-from roofline.report import appendix, render
-from roofline.rows import row
-from roofline.schema import measurement
-from roofline.timing import BenchSettings, HostReading
+from roofline.core.schema import measurement
+from roofline.device import timing
+from roofline.device.kinds import Kind
+from roofline.device.timing import BenchSettings, HostReading
+from roofline.interpretation.aggregate import aggregate
+from roofline.interpretation.lab_schema import load_lab_params
+from roofline.interpretation.rows import row
+from roofline.machines.records import knobs_record, sweep_record
+from roofline.measuring.measure import Target, describe, measure_point
+from roofline.rendering.report import appendix, render
 from tests.golden import HERE, ROOT, parsed
 
 N = 8192
 
-# What the timed window had of the host (Measurement's fields), as roofline.timing records them.
+# What the timed window had of the host (Measurement's fields), as roofline.device.timing records them.
 BUSY = dict(window_s=10.0, cpu_share=0.48, cpu_idle=0.0, other_runnable=2, steal=0.0)
 QUIET = dict(window_s=10.0, cpu_share=0.99, cpu_idle=0.0, other_runnable=0, steal=0.0)
 # A one-thread BLAS call on an idle machine: half the CPU, the other half idle, nobody else.

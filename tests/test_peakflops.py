@@ -3,8 +3,8 @@ and said to be unmeasured where none is."""
 
 import pytest
 
-from roofline import peakflops
-from roofline.hardware import cpu_info
+from roofline.device import peakflops
+from roofline.device.hardware import cpu_info
 
 needs_cc = pytest.mark.skipif(peakflops.compiler() is None, reason="no C compiler here")
 

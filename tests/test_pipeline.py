@@ -164,7 +164,7 @@ def test_an_upgrade_of_measuring_code_stales_only_the_devices_each_machine_has(s
     git(story["where"], "clone", "-q", "--bare", str(story["origin"]), str(origin))
     laptop = clone(origin, story["where"] / "laptop-upgrade")
     podhost = device_files(laptop, "podhost")
-    measuring = laptop / "roofline/measure.py"
+    measuring = laptop / "roofline/measuring/measure.py"
     measuring.write_text(measuring.read_text() + "\n# a change of measuring code\n")
     out = dvc(laptop, "repro", hardware=LAPTOP)
     assert measured_benchmarks(out) == {"cpu"}, out
@@ -244,7 +244,7 @@ def deliverable(clone_path, name: str) -> bytes:
 
 def test_renaming_a_column_or_a_knob_title_stales_no_measuring_stage(story):
     laptop = clone(story["origin"], story["where"] / "laptop-rename")
-    rows = laptop / "roofline/rows.py"
+    rows = laptop / "roofline/interpretation/rows.py"
     text = rows.read_text()
     renamed = text.replace("achieved_tflops", "tflops_achieved").replace(
         'return knob if sides == knob else f"{knob}: {sides}"',

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from roofline import hardware, paths
-from roofline.config import to_plain
-from roofline.datasheets import judged
-from roofline.interpret import interpret, peaks
-from roofline.measure import native_cpu_dtypes
-from roofline.schema import empty, measurement
-from roofline.timing import EventTimer
+from roofline.configuration.config import to_plain
+from roofline.core import paths
+from roofline.core.schema import empty, measurement
+from roofline.device import hardware
+from roofline.device.timing import EventTimer
+from roofline.interpretation.datasheets import judged
+from roofline.interpretation.interpret import interpret, peaks
+from roofline.measuring.measure import native_cpu_dtypes
 from stages import probe
 from tests.conftest import device
 
@@ -233,8 +234,8 @@ def test_a_laptop_without_apples_gpu_pends_mps_and_measures_its_cpu(
     out = capsys.readouterr().out
     assert f"cpu: here ({FACTS[laptop]['brand']} ({FACTS[laptop]['usable_cores']} cores))" in out
     assert "mps: not on this machine, never measured: pending" in out
-    from roofline.config import device_config, load_params
-    from roofline.records import decide
+    from roofline.configuration.config import device_config, load_params
+    from roofline.machines.records import decide
 
     dev = device_config(load_params(), "cpu")
     assert decide("cpu", dev, "benchmark", paths.results_path("cpu")).action == "measure"
@@ -264,7 +265,7 @@ def test_apples_gpu_is_timed_by_its_own_events():
 def test_numpy_on_a_mac_is_named_by_its_accelerate_build(monkeypatch):
     import numpy as np
 
-    from roofline import backends
+    from roofline.device import backends
 
     config = {"Build Dependencies": {"blas": {"name": "accelerate", "version": "unknown"}}}
     monkeypatch.setattr(np, "show_config", lambda mode: config)

@@ -2,11 +2,19 @@
 
 import pytest
 
-from roofline import records
-from roofline.errors import RecordError
-from roofline.paths import fingerprint_path, results_path
-from roofline.records import NEVER, decide, fingerprint, never_measured, on_record, probe_decision
-from roofline.schema import SCHEMA_VERSION, write_json_atomic
+from roofline.core.errors import RecordError
+from roofline.core.files import write_json_atomic
+from roofline.core.paths import fingerprint_path, results_path
+from roofline.core.schema import SCHEMA_VERSION
+from roofline.machines import records
+from roofline.machines.records import (
+    NEVER,
+    decide,
+    fingerprint,
+    never_measured,
+    on_record,
+    probe_decision,
+)
 
 LAPTOP = {"model": "Laptop CPU", "logical_cores": 8, "isa": ["avx2"]}
 OTHER = {"model": "Other CPU", "logical_cores": 4, "isa": ["avx2"]}
@@ -170,7 +178,7 @@ def test_a_record_in_a_state_this_code_does_not_know_is_refused_not_overwritten(
 
 
 def test_a_record_from_a_newer_version_is_refused_by_the_probe_not_read_as_this_ones():
-    from roofline.errors import SchemaError
+    from roofline.core.errors import SchemaError
 
     newer = measured(H100) | {"schema": SCHEMA_VERSION + 1}
     said = f"schema version {SCHEMA_VERSION + 1}, and this code reads up to {SCHEMA_VERSION}"
@@ -277,8 +285,8 @@ def test_the_probe_of_every_device_decides_as_each_ones_own_probe_all_or_none(
     import json
     import shutil
 
-    from roofline.errors import SchemaError
-    from roofline.params import read_params
+    from roofline.configuration.params import read_params
+    from roofline.core.errors import SchemaError
     from stages import probe
     from tests.conftest import LAPTOP as NO_GPU
 
@@ -314,7 +322,7 @@ def test_the_probe_of_every_device_says_it_again_until_something_it_decides_from
     import json
     import shutil
 
-    from roofline import hardware
+    from roofline.device import hardware
     from stages import probe
     from tests.conftest import LAPTOP as NO_GPU
 

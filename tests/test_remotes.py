@@ -8,7 +8,7 @@ import boto3
 import pytest
 from moto.server import ThreadedMotoServer
 
-from roofline.provenance import RECORDED_ENV
+from roofline.measuring.provenance import RECORDED_ENV
 from tests.machines import (
     DEVICES,
     ELSEWHERE,

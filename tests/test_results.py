@@ -8,18 +8,13 @@ import re
 import pandas as pd
 import pytest
 
-from roofline import schema
-from roofline.aggregate import aggregate, load_record
-from roofline.ceilings import load_table
-from roofline.plot import draw, interactive
-from roofline.report import appendix, render
-from roofline.schema import (
-    SchemaError,
-    empty,
-    measurement,
-    measurement_from_dict,
-    write_text_atomic,
-)
+from roofline.core import files, schema
+from roofline.core.files import write_text_atomic
+from roofline.core.schema import SchemaError, empty, measurement, measurement_from_dict
+from roofline.interpretation.aggregate import aggregate, load_record
+from roofline.interpretation.ceilings import load_table
+from roofline.rendering.plot import draw, interactive
+from roofline.rendering.report import appendix, render
 from tests.conftest import config, device, empty_row, measured_row
 
 N = 8192
@@ -92,7 +87,7 @@ def test_atomic_write_keeps_the_old_file_when_interrupted(tmp_path, monkeypatch)
     def interrupted(*_):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(schema.os, "replace", interrupted)
+    monkeypatch.setattr(files.os, "replace", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_text_atomic(path, "new")
     assert path.read_text() == "old"
@@ -352,7 +347,7 @@ def test_the_interactive_roofline_has_roof_corners_and_points_with_one_set_of_ke
 
 
 def test_every_drawn_device_gets_a_colour_however_many_there_are():
-    from roofline.plot import palette
+    from roofline.rendering.plot import palette
 
     names = [f"gpu{i}" for i in range(12)]
     colors = palette(names)
@@ -442,7 +437,7 @@ def test_the_check_command_exits_1_on_a_device_below_its_band_or_a_published_fig
     tmp_path, capsys, achieved, problem
 ):
     from roofline import check
-    from roofline.lab_schema import load_lab_params
+    from roofline.interpretation.lab_schema import load_lab_params
     from tests.machines import ROOT
 
     cfg = load_lab_params(ROOT / "params.yaml")  # the lab's own datasheets and bands
@@ -467,8 +462,8 @@ def test_the_check_command_exits_1_on_a_device_below_its_band_or_a_published_fig
 
 
 def test_the_page_keeps_config_order_and_names_each_older_stages_revision(tmp_path):
-    from roofline.manifest import as_manifest
-    from roofline.report import older_sentence, shown
+    from roofline.interpretation.manifest import as_manifest
+    from roofline.rendering.report import older_sentence, shown
     from tests.manifests import entry
 
     table, manifest = aggregated(tmp_path)

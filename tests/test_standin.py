@@ -1,5 +1,5 @@
 """The GPU path end to end on the CUDA stand-in (tests/fakes/cuda): torch.cuda and NVML played
-on this CPU through the seam a real GPU uses (roofline.kinds). Real subprocesses (`dvc repro`,
+on this CPU through the seam a real GPU uses (roofline.device.kinds). Real subprocesses (`dvc repro`,
 `scripts/gpu-check`) get it from PYTHONPATH; the rest install it in this process (`played`)."""
 
 import csv
@@ -11,11 +11,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from roofline import gpu_suite, kinds
-from roofline.hardware import gpu_info
-from roofline.knobs import Settings, measure_knobs
-from roofline.measure import gpu_target, measure_point
-from roofline.timing import BenchSettings
+from roofline import gpu_suite
+from roofline.device import kinds
+from roofline.device.hardware import gpu_info
+from roofline.device.timing import BenchSettings
+from roofline.measuring.knobs import Settings, measure_knobs
+from roofline.measuring.measure import gpu_target, measure_point
 from tests.machines import (
     ELSEWHERE,
     ROOT,
@@ -271,16 +272,16 @@ def test_tunableop_on_the_played_h100_is_measured_and_says_what_it_searched_and_
     # "Default" wins, the knob is still measured (it was skipped, and before that it raised
     # on write_file_on_exit, which torch 2.15 does not have).
     state = played("small_l2")
-    import roofline.knobs
+    import roofline.measuring.knobs
 
     checked_with = []
-    prepare = roofline.knobs.prepare_matmul
+    prepare = roofline.measuring.knobs.prepare_matmul
 
     def spy(*args, **kwargs):
         checked_with.append(state.tunable["enabled"])
         return prepare(*args, **kwargs)
 
-    monkeypatch.setattr(roofline.knobs, "prepare_matmul", spy)
+    monkeypatch.setattr(roofline.measuring.knobs, "prepare_matmul", spy)
     rows, tuning = knobs()
     tunable = rows["cuBLASLt -> TunableOp"]
     assert tunable["status"] == "measured", tunable["reason"]
@@ -331,7 +332,7 @@ def test_the_residency_knob_replays_both_sides_from_graphs_captured_on_their_str
 def test_a_call_under_the_graph_threshold_is_also_timed_from_a_graph_and_the_faster_kept(
     played, monkeypatch
 ):
-    from roofline import kernels
+    from roofline.measuring import kernels
 
     state = played("h100")
     monkeypatch.setattr(kernels, "GRAPH_BELOW_S", 1e9)  # every call counts as short here
@@ -354,7 +355,7 @@ def test_a_call_under_the_graph_threshold_is_also_timed_from_a_graph_and_the_fas
 def test_the_labs_residency_shape_is_memory_bound_and_fits_in_every_l2():
     import yaml
 
-    from roofline.arithmetic import intensity, matmul_bytes, matmul_flops
+    from roofline.core.arithmetic import intensity, matmul_bytes, matmul_flops
 
     shape = yaml.safe_load((ROOT / "conf/knobs/lab.yaml").read_text())["cuda"]["l2_shape"]
     flops, nbytes = matmul_flops(*shape), matmul_bytes(*shape, "float16")
@@ -387,7 +388,7 @@ def test_a_device_kind_without_graphs_or_tunableop_says_so():
 def test_the_stand_in_plays_in_a_subprocess_from_pythonpath():
     code = (  # torch's spec found first, as the probe finds torch's version, then imported
         "import importlib.util; importlib.util.find_spec('torch'); "
-        "import torch, roofline.kinds as k, roofline.hardware as h; g = h.gpu_info()[0]; "
+        "import torch, roofline.device.kinds as k, roofline.device.hardware as h; g = h.gpu_info()[0]; "
         "c = k.Cuda(0, g['uuid']); print(torch.cuda.get_device_name(0), c.tensors(), c.own_pids)"
     )
     done = subprocess.run(

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from roofline import hardware, kinds
-from roofline.errors import HardwareError
-from roofline.hardware import gpu_info
-from roofline.measure import describe, gpu_target, measure_point
-from roofline.timing import BenchSettings
+from roofline.core.errors import HardwareError
+from roofline.device import hardware, kinds
+from roofline.device.hardware import gpu_info
+from roofline.device.timing import BenchSettings
+from roofline.measuring.measure import describe, gpu_target, measure_point
 
 FAKES = Path(__file__).parent / "fakes"
 BENCH = BenchSettings(

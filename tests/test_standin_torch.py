@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from roofline import gpu_suite, kinds
-from roofline.hardware import gpu_info
-from roofline.measure import gpu_target
-from roofline.timing import BenchSettings
+from roofline import gpu_suite
+from roofline.device import kinds
+from roofline.device.hardware import gpu_info
+from roofline.device.timing import BenchSettings
+from roofline.measuring.measure import gpu_target
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -308,7 +309,7 @@ OLD_DRIVER = {"PYTHONPATH": f"{ROOT / 'tests/fakes/old_driver'}:{ROOT}", "PATH":
 
 def test_on_an_old_driver_host_the_probe_names_the_torch_build_and_the_uv_command():
     done = subprocess.run(
-        [sys.executable, "-c", "from roofline.hardware import gpu_info; gpu_info()"],
+        [sys.executable, "-c", "from roofline.device.hardware import gpu_info; gpu_info()"],
         cwd=ROOT,
         env=OLD_DRIVER,
         capture_output=True,

@@ -1,7 +1,7 @@
 """Sweep shapes, and a sweep measured within its budget, on the CPU at tiny sizes."""
 
-from roofline.config import bench_settings
-from roofline.sweep import measure_sweep, sweep_shapes
+from roofline.configuration.config import bench_settings
+from roofline.measuring.sweep import measure_sweep, sweep_shapes
 from tests.conftest import FINGERPRINT, LAPTOP, config, device
 
 

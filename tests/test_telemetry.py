@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from roofline.telemetry import Sampler, reason_names, summarize
+from roofline.device.telemetry import Sampler, reason_names, summarize
 from tests.conftest import measured_row
 
 

@@ -7,8 +7,8 @@ import contextlib
 
 import pytest
 
-from roofline import kinds
-from roofline.timing import (
+from roofline.device import kinds
+from roofline.device.timing import (
     MAX_CALLS,
     EventTimer,
     HostReading,
@@ -183,7 +183,7 @@ def test_how_much_of_the_host_a_window_had_is_read_from_the_os(tmp_path):
 
 
 def test_our_runnable_threads_are_not_guessed_where_proc_has_no_task_list(tmp_path):
-    from roofline.timing import _own_runnable
+    from roofline.device.timing import _own_runnable
 
     assert _own_runnable(tmp_path) is None  # no /proc/self/task (or a thread gone mid-read)
     assert isinstance(_own_runnable(read_host.__defaults__[0]), int)  # this machine's /proc

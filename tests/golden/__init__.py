@@ -15,11 +15,11 @@ import dataclasses
 import json
 from pathlib import Path
 
-from roofline.aggregate import aggregate
-from roofline.lab_schema import load_lab_params
-from roofline.records import knobs_record, pending_record, sweep_record
-from roofline.report import appendix, render
-from roofline.schema import measurement, measurement_from_dict
+from roofline.core.schema import measurement, measurement_from_dict
+from roofline.interpretation.aggregate import aggregate
+from roofline.interpretation.lab_schema import load_lab_params
+from roofline.machines.records import knobs_record, pending_record, sweep_record
+from roofline.rendering.report import appendix, render
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]

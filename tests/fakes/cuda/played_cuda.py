@@ -1,5 +1,5 @@
 """A CUDA stand-in: torch.cuda played on this CPU, so the GPU path runs end to end in CI
-through the same seam a real GPU uses (roofline.kinds). It is meant to be as strict as a GPU,
+through the same seam a real GPU uses (roofline.device.kinds). It is meant to be as strict as a GPU,
 never friendlier (tests/test_conformance.py holds it to the installed torch):
 
 - tensors stay on the CPU, and every op runs under a dispatch mode that plays the device:
@@ -626,17 +626,17 @@ def play_kinds(kinds, setattr_=setattr) -> None:
 
 
 def install(name: str | dict | None = None, setattr_=setattr) -> State:
-    """Play the machine in this process: torch.cuda's attributes and roofline.kinds' tensor
+    """Play the machine in this process: torch.cuda's attributes and roofline.device.kinds' tensor
     placement replaced through `setattr_` (pytest's monkeypatch.setattr undoes them); the
     device's dispatch mode entered until `uninstall()`."""
     import torch
 
-    import roofline.kinds
+    import roofline.device.kinds
 
     uninstall()  # a machine played before in this process, replaced
     played = begin(name)
     play_torch(torch, setattr_)
-    play_kinds(roofline.kinds, setattr_)
+    play_kinds(roofline.device.kinds, setattr_)
     return played
 
 

@@ -1,5 +1,5 @@
 """Installs the CUDA stand-in (played_cuda) in every Python process whose PYTHONPATH starts
-with this folder: torch.cuda is played once torch is imported, roofline.kinds' tensor placement
+with this folder: torch.cuda is played once torch is imported, roofline.device.kinds' tensor placement
 once it is. Nothing is imported here, so processes that use neither (dvc, git hooks) pay nothing."""
 
 import importlib.abc
@@ -49,5 +49,5 @@ class AfterImport(importlib.abc.MetaPathFinder):
 played_cuda.begin()
 sys.meta_path.insert(
     0,
-    AfterImport({"torch": played_cuda.play_torch, "roofline.kinds": played_cuda.play_kinds}),
+    AfterImport({"torch": played_cuda.play_torch, "roofline.device.kinds": played_cuda.play_kinds}),
 )

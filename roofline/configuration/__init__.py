@@ -1,0 +1,1 @@
+"""Configuration: the measuring settings and their bounds, the params each stage reads."""

@@ -1,0 +1,1 @@
+"""What every part shares: dtypes, the records' types, arithmetic, errors, files."""

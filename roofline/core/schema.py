@@ -1,0 +1,324 @@
+"""The measurement schema, defined once: what a measuring stage records of each (device,
+dtype, shape) point, a `Measurement` (every timing sample, the correctness check, GPU
+telemetry), and of each knob, a `KnobMeasurement`; their checks when read back. Writing and
+reading files is roofline/core/files.py's.
+
+What the aggregate stage derives from them (results.csv's rows, knobs.csv's) is in
+roofline/interpretation/rows.py, which no measuring stage imports: a renamed column or a
+reworded flag re-renders the deliverables and re-measures nothing."""
+
+import dataclasses
+import enum
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from roofline.core.errors import SchemaError
+
+STATUSES = ("measured", "pending", "skipped", "failed")
+# The version of the records' schema this code writes and reads; a record without one is from
+# before versions (1). A newer record is refused, never read as if it were this one.
+# 3: a measured row records its timing mode (`timing_mode`).
+SCHEMA_VERSION = 3
+
+
+class TimingMode(enum.StrEnum):
+    """How a point's samples were timed. Only a host clock times the host along with the work,
+    so only its window's share of the host can say the figure is noisy (roofline.interpretation.rows)."""
+
+    HOST = "host"  # a host clock around each call (roofline.device.timing.HostTimer)
+    EVENTS = "events"  # device events around calls queued back to back (EventTimer)
+    GRAPH = "graph"  # a CUDA graph of calls, replayed back to back, per call
+
+
+# How the timers (roofline.device.kinds) and roofline.measuring.kernels describe a timing: "host clock", "cuda
+# events, calls back to back" (or "mps events"; "... (a CUDA graph was not faster)"), "CUDA
+# graph of 4 calls, replayed back to back".
+# The texts records written before timing_mode carry (what HostTimer and a graph said then).
+TIMING_TEXTS = (("host clock", TimingMode.HOST), ("CUDA graph of", TimingMode.GRAPH))
+
+
+def timing_mode_of(timing: str) -> TimingMode | None:
+    """The mode a timing's description names, or None (not measured, or a timer not known
+    here). The one place the text is read: a record from before schema 3 has only the text."""
+    for prefix, mode in TIMING_TEXTS:
+        if timing.startswith(prefix):
+            return mode
+    return TimingMode.EVENTS if " events" in timing else None
+
+
+@dataclass
+class Measurement:
+    """One point as measured (a row of results.json / sweep.json)."""
+
+    device: str
+    dtype: str
+    m: int
+    n: int
+    k: int
+    status: str
+    # lab (the device's configured shapes), or a sweep's square / skinny / best-shape
+    series: str = "lab"
+    backend: str = "torch"  # the library it went through (roofline.device.backends)
+    reason: str = ""
+    check_error: float | None = None  # max relative error against float64, before timing
+    samples_s: list[float] = field(default_factory=list)  # every timed call
+    timing: str = ""  # how the samples were timed (host clock, events back to back, CUDA graph)
+    timing_mode: TimingMode | None = None  # the same, as a mode; None: not measured
+    # GPU telemetry over the timed window (NVML); empty on CPUs.
+    sm_clock_mhz: float | None = None
+    sm_clock_max_mhz: float | None = None
+    power_w: float | None = None
+    energy_j: float | None = None  # the driver's energy counter over the timed window
+    power_source: str = ""  # the energy counter, or the mean reading where it is unsupported
+    temperature_max_c: float | None = None
+    throttle_reasons: str = ""  # clock-event reasons seen, idleness left out
+    other_processes: str = ""  # other processes computing on the GPU during the window
+    telemetry_errors: str = ""  # NVML reads that failed
+    # The timed window (roofline.device.timing.TimedWindow), on every device: its length, whether the
+    # call cap cut it, and how much of the host it had; None where the OS does not report it.
+    window_s: float | None = None  # wall seconds of the timed calls, host clock
+    window_cut: str = ""  # e.g. "0.04 s of the 0.5 s asked: cut by the 10,000-call cap"
+    cpu_share: float | None = None  # our CPU time / (window_s x threads); CPU devices only
+    cpu_idle: float | None = None  # share of every core's time that was idle in the window
+    other_runnable: int | None = None  # others' runnable threads at both ends, the fewer
+    steal: float | None = None  # share of every core's time the hypervisor took in the window
+
+    def __post_init__(self) -> None:
+        # Set where the point is measured; read back from JSON as its text, or, in a record
+        # from before the mode was recorded, derived from its timing's description, once here.
+        if self.timing_mode is not None:
+            self.timing_mode = TimingMode(self.timing_mode)
+        elif isinstance(self.timing, str):
+            self.timing_mode = timing_mode_of(self.timing)
+
+
+# The numbers a measurement records; a row that was not measured carries none of them.
+MEASURED_NUMBERS = (
+    "check_error",
+    "sm_clock_mhz",
+    "sm_clock_max_mhz",
+    "power_w",
+    "temperature_max_c",
+)
+
+
+@dataclass
+class KnobMeasurement:
+    """One knob as measured (a row of knobs.json): both sides' samples, interleaved rounds."""
+
+    device: str
+    knob: str
+    baseline: str
+    variant: str
+    dtype: str
+    m: int
+    n: int
+    k: int
+    status: str
+    reason: str = ""
+    lab_turns: bool | None = None  # the lab kernel runs the variant / leaves it / says nothing
+    baseline_check_error: float | None = None
+    variant_check_error: float | None = None
+    baseline_samples_s: list[float] = field(default_factory=list)
+    variant_samples_s: list[float] = field(default_factory=list)
+
+
+def knob_from_dict(data: Any, where: str) -> KnobMeasurement:
+    """A KnobMeasurement from JSON, or SchemaError naming the file, row and field at fault."""
+    point = KnobMeasurement(**checked_fields(KnobMeasurement, data, where))
+    for side in ("baseline", "variant"):
+        name = f"{side}_samples_s"
+        samples = check_samples(getattr(point, name), name, where)
+        if (point.status == "measured") != bool(samples):
+            raise SchemaError(
+                f"{where}, field {name}: {len(samples)} samples in a {point.status} knob; "
+                f"allowed: one at least in a measured knob, none in another; {RESTORE}"
+            )
+    return point
+
+
+def measurement(
+    device: str,
+    dtype: str,
+    shape: list[int],
+    samples: list[float],
+    check_error: float,
+    telemetry: dict[str, Any] | None = None,
+    backend: str = "torch",
+    timing: str = "",
+    timed: Any = None,
+    timing_mode: TimingMode | None = None,
+) -> Measurement:
+    """A measured point; `telemetry` is a summary from roofline.device.telemetry.summarize (GPUs),
+    `timed` the roofline.device.timing.TimedWindow its samples were timed in; `timing_mode` the mode
+    of the timer that timed it (by default, the one `timing` describes)."""
+    m, n, k = shape
+    point = Measurement(
+        device,
+        dtype,
+        m,
+        n,
+        k,
+        "measured",
+        backend=backend,
+        check_error=check_error,
+        samples_s=list(samples),
+        timing=timing,
+        timing_mode=timing_mode,
+    )
+    if telemetry:
+        point.sm_clock_mhz = telemetry["sm_clock_mhz"]
+        point.sm_clock_max_mhz = telemetry["sm_clock_max_mhz"]
+        point.power_w = telemetry["power_w"]
+        point.energy_j = telemetry.get("energy_j")
+        point.power_source = telemetry.get("power_source", "")
+        point.temperature_max_c = telemetry["temperature_max_c"]
+        point.throttle_reasons = "+".join(telemetry["throttle_reasons"])
+        point.other_processes = "; ".join(telemetry.get("other_processes", []))
+        point.telemetry_errors = "; ".join(telemetry.get("errors", []))
+    if timed is not None:
+        point.window_s, point.window_cut = timed.seconds, timed.cut
+        point.cpu_share, point.cpu_idle = timed.cpu_share, timed.idle
+        point.other_runnable, point.steal = timed.other_runnable, timed.steal
+    return point
+
+
+def empty(
+    device: str, dtype: str, shape: list[int], status: str, reason: str, backend: str = "torch"
+) -> Measurement:
+    """A pending, skipped or failed point: it carries no numbers."""
+    m, n, k = shape
+    return Measurement(device, dtype, m, n, k, status, backend=backend, reason=reason)
+
+
+def measurement_from_dict(data: Any, where: str) -> Measurement:
+    """A Measurement from JSON, or SchemaError naming the file, row and field at fault."""
+    point = Measurement(**checked_fields(Measurement, data, where))
+    numbers = {k: getattr(point, k) for k in MEASURED_NUMBERS if getattr(point, k) is not None}
+    for name, value in numbers.items():
+        if value < 0:
+            raise SchemaError(
+                f"{where}, field {name}: {value!r}; allowed: a finite number >= 0; {RESTORE}"
+            )
+    if check_samples(point.samples_s, "samples_s", where):
+        numbers["samples_s"] = point.samples_s
+    if point.status == "measured" and not point.samples_s:
+        raise SchemaError(
+            f"{where}, field samples_s: [] in a measured row; allowed: the seconds of every "
+            f"timed call, one at least; {RESTORE}"
+        )
+    if point.status == "measured" and point.check_error is None:
+        raise SchemaError(
+            f"{where}, field check_error: null in a measured row; allowed: the check's "
+            f"relative error against float64, a number >= 0; {RESTORE}"
+        )
+    if point.status != "measured" and numbers:
+        raise SchemaError(
+            f"{where}: a {point.status} row carries numbers {sorted(numbers)}; {RESTORE}"
+        )
+    return point
+
+
+def check_samples(samples: list[float], name: str, where: str) -> list[float]:
+    """Timed calls' seconds (finite numbers, as checked_fields read them), each > 0; SchemaError
+    names the first that is not and how many are not, never the whole list."""
+    low = [v for v in samples if not v > 0]
+    if low:
+        raise SchemaError(
+            f"{where}, field {name}: {len(low)} of its {len(samples)} samples are not > 0, the "
+            f"first {low[0]!r}; allowed: seconds > 0; {RESTORE}"
+        )
+    return samples
+
+
+# What a row's fields must be beyond their types: the kernel's sizes, a dtype this code knows.
+SIZES = ("m", "n", "k")
+
+
+def fits(kind: Any, value: Any) -> bool:
+    """Whether a JSON value is of a field's declared type (bool is no number; numbers finite)."""
+    if isinstance(kind, types.UnionType):
+        return any(fits(part, value) for part in typing.get_args(kind))
+    if typing.get_origin(kind) is list:
+        (item,) = typing.get_args(kind)
+        return isinstance(value, list) and all(fits(item, v) for v in value)
+    if kind is type(None):
+        return value is None
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):  # as JSON writes it: its value
+        return any(value == member.value for member in kind)
+    if kind is float:
+        return (
+            isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+        )
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+def checked_fields(cls: type, data: Any, where: str) -> dict[str, Any]:
+    """A row's fields, each checked against its declared type, its status and, for sizes and
+    dtypes, the values this code can interpret; SchemaError names the row and the field."""
+    from roofline.core.dtypes import DTYPES
+
+    if not isinstance(data, dict):
+        raise SchemaError(f"{where}: not a JSON object")
+    declared = {f.name: f for f in dataclasses.fields(cls)}
+    required = {
+        n for n, f in declared.items() if f.default is f.default_factory is dataclasses.MISSING
+    }
+    unknown, missing = set(data) - set(declared), required - set(data)
+    if unknown or missing:
+        raise SchemaError(
+            f"{where}: unknown fields {sorted(unknown)}, missing {sorted(missing)}; {RESTORE}"
+        )
+    for name, value in data.items():
+        kind = declared[name].type
+        if typing.get_origin(kind) is list and isinstance(value, list):  # samples: the first bad
+            wrong = [v for v in value if not fits(typing.get_args(kind)[0], v)]
+            if wrong:
+                raise SchemaError(
+                    f"{where}, field {name}: {len(wrong)} of its {len(value)} values are not "
+                    f"finite numbers, the first {wrong[0]!r}; allowed: a list of finite "
+                    f"numbers; {RESTORE}"
+                )
+        allowed = "a whole number >= 1" if name in SIZES else typing_name(kind)
+        if not fits(kind, value) or (name in SIZES and value < 1):
+            raise SchemaError(f"{where}, field {name}: {value!r}; allowed: {allowed}; {RESTORE}")
+    if data["status"] not in STATUSES:
+        raise SchemaError(
+            f"{where}, field status: {data['status']!r}; allowed: {', '.join(STATUSES)}"
+        )
+    if data["dtype"] not in DTYPES:
+        raise SchemaError(
+            f"{where}, field dtype: {data['dtype']!r}; allowed: {', '.join(DTYPES)}; {RESTORE}"
+        )
+    return data
+
+
+RESTORE = "restore that file (`uv run dvc checkout --force` it) or re-measure it"
+
+
+def typing_name(kind: Any) -> str:
+    if isinstance(kind, types.UnionType):
+        return " or ".join(typing_name(part) for part in typing.get_args(kind))
+    if isinstance(kind, type) and issubclass(kind, enum.Enum):
+        return ", ".join(member.value for member in kind)
+    if kind is type(None):
+        return "null"
+    return str(kind).replace("<class '", "").replace("'>", "").replace(" | None", " or null")
+
+
+def check_version(record: Any, path: Path) -> None:
+    """Refuse a record written by a newer version of this lab: read as this version's, its
+    fields could be taken for others."""
+    version = record.get("schema", 1) if isinstance(record, dict) else 1
+    if not isinstance(version, int) or isinstance(version, bool) or version > SCHEMA_VERSION:
+        raise SchemaError(
+            f"{path}: schema version {version!r}, and this code reads up to "
+            f"{SCHEMA_VERSION}: it was written by a newer version of this lab. Nothing was "
+            "measured, overwritten or rendered. Update this checkout (`git pull`) and run again"
+        )

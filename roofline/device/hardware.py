@@ -1,0 +1,473 @@
+"""What hardware is here, and whether a configured device is it.
+
+`live_hardware()` describes this machine (CPU, RAM, NVIDIA GPUs). Setting ROOFLINE_HARDWARE to a
+JSON file of the same form replaces the live machine with that description: tests use it to
+play a pod, and a user can preview what `dvc repro` would do on another machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roofline.core.errors import HardwareError
+
+# platform, roofline.device.kinds, .dtypes and .timing are imported where they are used: the probe of
+# every device imports this module for boot() on every `dvc repro`, and answers from its cache
+# when nothing changed (stages/probe.py).
+
+if TYPE_CHECKING:  # omegaconf stays optional here: the GPU suite runs without it
+    from omegaconf import DictConfig
+
+HARDWARE_ENV = "ROOFLINE_HARDWARE"
+
+
+def _linux_cache_bytes() -> int | None:
+    """The largest cache level of cpu0, from Linux's sysfs (exact where it exists)."""
+    sizes = []
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            size = (index / "size").read_text(encoding="utf-8").strip()
+        except OSError:
+            continue
+        unit = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(size[-1], 1)
+        sizes.append(int(size.rstrip("KMG")) * unit)
+    return max(sizes) if sizes else None
+
+
+def usable_cpus() -> set[int] | None:
+    """The CPUs this process may run on (its affinity: `taskset`, a container's cpuset), or None
+    where the OS does not say (macOS)."""
+    from roofline.device.timing import our_cpus
+
+    if (cpus := our_cpus()) is not None:  # Linux: what the timed windows are read over too
+        return cpus
+    import psutil
+
+    process = psutil.Process()
+    return set(process.cpu_affinity()) if hasattr(process, "cpu_affinity") else None
+
+
+def physical_cores_of(cpus: set[int], sysfs: Path = Path("/sys/devices/system/cpu")) -> int | None:
+    """The physical cores these logical CPUs sit on (SMT siblings share one), from Linux's
+    sysfs topology; None where it does not tell."""
+    cores = set()
+    for cpu in cpus:
+        topology = sysfs / f"cpu{cpu}" / "topology"
+        try:
+            package = (topology / "physical_package_id").read_text(encoding="utf-8").strip()
+            core = (topology / "core_id").read_text(encoding="utf-8").strip()
+        except OSError:
+            return None
+        cores.add((package, core))
+    return len(cores) or None
+
+
+def cpu_facts() -> dict[str, Any]:
+    """This CPU as maintained libraries report it on Linux, macOS and Windows alike: py-cpuinfo
+    (model, vendor, family, flags), psutil (cores, memory), platform (OS, architecture), and
+    joblib the cores this process may use: its affinity and a cgroup CPU quota (a container's)."""
+    import platform
+
+    import cpuinfo
+    import joblib
+    import psutil
+
+    info = cpuinfo.get_cpu_info()
+    machine = psutil.cpu_count(logical=True) or 1
+    usable = min(joblib.cpu_count(), machine)  # affinity, quota (rounded up), LOKY_MAX_CPU_COUNT
+    cpus = usable_cpus()
+    physical = psutil.cpu_count(logical=False) or machine
+    if cpus and len(cpus) < machine:  # the physical cores of the CPUs it may use
+        physical = physical_cores_of(cpus) or min(physical, len(cpus))
+    physical = min(physical, usable)  # ...no more than the threads it may run (a quota)
+    return {
+        "system": platform.system(),
+        "machine": platform.machine(),
+        "brand": info.get("brand_raw") or platform.processor() or platform.machine(),
+        "vendor": info.get("vendor_id_raw"),
+        "family": info.get("family"),
+        "model_number": info.get("model"),
+        "flags": info.get("flags", []),
+        "cache_bytes": _linux_cache_bytes()
+        or info.get("l3_cache_size")
+        or info.get("l2_cache_size"),
+        "usable_cores": usable,
+        "machine_cores": machine,
+        "fence": fence(usable, machine, cpus) if usable < machine else None,
+        "physical_cores": physical,
+        "memory_bytes": psutil.virtual_memory().total,
+    }
+
+
+def fence(usable: int, machine: int, cpus: set[int] | None) -> str:
+    """Why this process may use fewer cores than the machine has, in a reader's words."""
+    if cpus is not None and len(cpus) == usable:
+        return f"CPU affinity: {usable} of {machine} CPUs ({compact(cpus)})"
+    if os.environ.get("LOKY_MAX_CPU_COUNT"):
+        return f"LOKY_MAX_CPU_COUNT={os.environ['LOKY_MAX_CPU_COUNT']}"
+    return f"a CPU quota (cgroup) of at most {usable} of {machine} CPUs"
+
+
+def compact(cpus: set[int]) -> str:
+    """CPU numbers as `taskset -c` writes them: 0-3,6."""
+    runs: list[list[int]] = []
+    for cpu in sorted(cpus):
+        if runs and cpu == runs[-1][1] + 1:
+            runs[-1][1] = cpu
+        else:
+            runs.append([cpu, cpu])
+    return ",".join(f"{a}-{b}" if b > a else f"{a}" for a, b in runs)
+
+
+def microarchitecture(vendor: str | None, family: int | None, model: int | None) -> str | None:
+    """The microarchitectures whose vector units change the FLOP per cycle of an instruction
+    set (AMD's Zen generations: Zen 4 runs AVX-512 on two 256-bit halves), from the CPUID
+    family and model; None where it does not matter or is not known."""
+    if vendor != "AuthenticAMD" or family is None or model is None:
+        return None
+    if family == 0x17:
+        return "zen2" if model >= 0x30 else "zen"
+    if family == 0x19:
+        return "zen4" if 0x10 <= model <= 0x1F or 0x60 <= model <= 0xAF else "zen3"
+    if family == 0x1A:
+        return "zen5"
+    return None
+
+
+def cpu_info(facts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """This machine's CPU as the probe records it (`facts`: cpu_facts(), or a played one)."""
+    from roofline.core.dtypes import CPU_FLAGS
+
+    facts = facts or cpu_facts()
+    flags = set(facts["flags"])
+    return {
+        "model": facts["brand"],
+        "logical_cores": facts["usable_cores"],  # the threads a run uses
+        "physical_cores": facts["physical_cores"],  # of those: what the peak counts
+        "machine_cores": facts.get("machine_cores"),
+        "fence": facts.get("fence"),
+        "isa": [flag for flag in CPU_FLAGS if flag in flags],
+        "microarchitecture": microarchitecture(
+            facts["vendor"], facts["family"], facts["model_number"]
+        ),
+        "system": facts["system"],
+        "machine": facts["machine"],
+        "cache_bytes": facts["cache_bytes"],
+        "memory_bytes": facts["memory_bytes"],
+    }
+
+
+def gpu_count() -> int | None:
+    """NVIDIA GPUs the driver reports; None when NVML cannot say (then only torch can tell):
+    nvidia-ml-py is not installed, or a container has CUDA's driver library without NVML's
+    (NVIDIA_DRIVER_CAPABILITIES=compute). Neither library means no driver and so no CUDA GPU;
+    asking NVML first keeps a CPU machine's probe from importing torch (seconds)."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        return pynvml.nvmlDeviceGetCount()
+    except pynvml.NVMLError_LibraryNotFound:
+        return None if cuda_driver_loads() else 0
+    except Exception:
+        return 0
+
+
+def cuda_driver_loads() -> bool:
+    """Whether CUDA's driver library (libcuda.so.1) loads here; loading it starts nothing."""
+    import ctypes
+
+    try:
+        ctypes.CDLL("libcuda.so.1")
+    except OSError:  # no NVIDIA driver here, or not Linux
+        return False
+    return True
+
+
+# The oldest NVIDIA driver branch each CUDA major version runs on (NVIDIA's CUDA compatibility
+# table: minor-version compatibility within a major version).
+MIN_DRIVER = {13: 580, 12: 525, 11: 450}
+
+
+def nvml_driver() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()  # NVML answers nothing before it; another init only counts one more
+        return pynvml.nvmlSystemGetDriverVersion()
+    except Exception:
+        return None
+
+
+def driver_problem(
+    gpus: int, torch_version: str, torch_cuda: str | None, driver: str | None, said: str
+) -> str:
+    """Why torch cannot use the GPUs NVML sees, and what to do, in a user's words."""
+    seen = f"NVML sees {gpus} NVIDIA GPU{'s' if gpus > 1 else ''} (driver {driver or 'unknown'})"
+    if torch_cuda is None:
+        return (
+            f"{seen}, but this torch ({torch_version}) is a CPU-only build: "
+            "`uv sync --locked` installs the locked CUDA build"
+        )
+    major = int(torch_cuda.split(".")[0])
+    need = MIN_DRIVER.get(major)
+    have = int(driver.split(".")[0]) if driver and driver.split(".")[0].isdigit() else None
+    why = (
+        f"CUDA {major} needs driver >= {need}"
+        if need and have is not None and have < need
+        else f"torch said: {said or 'nothing'}"
+    )
+    runs = [m for m, oldest in MIN_DRIVER.items() if have is not None and have >= oldest]
+    build = f"CUDA {max(runs)}" if runs else "a CUDA this driver runs"
+    version = torch_version.split("+")[0]
+    return (
+        f"{seen}, but torch {torch_version} (built for CUDA {torch_cuda}) cannot use "
+        f"{'them' if gpus > 1 else 'it'}: "
+        f"{why}. Nothing was measured. Either use a host whose driver is >= {need or 'that'} "
+        "(`nvidia-smi` shows it: check before you measure), or install the same torch built "
+        f"for {build} from PyTorch's index and keep it: `uv pip install --torch-backend=auto "
+        f"torch=={version}`, then `UV_NO_SYNC=1 uv run dvc repro` (`scripts/pod-setup` does "
+        "the first; docs/several-machines.md: pods with older drivers)."
+    )
+
+
+def gpu_info() -> list[dict[str, Any]]:
+    """NVIDIA GPUs through torch (always) and NVML (driver, power, clocks). GPUs that NVML sees
+    and torch cannot use stop the probe, by name: a pod that measured nothing must not look as
+    if it had no GPU."""
+    from roofline.device import kinds
+
+    count = gpu_count()
+    if count == 0:
+        return []
+    available, said = kinds.cuda_available()
+    if not available:
+        if count is None:  # no NVML to ask, and torch sees no GPU: there is none to use
+            return []
+        import torch
+
+        raise HardwareError(
+            driver_problem(count, torch.__version__, torch.version.cuda, nvml_driver(), said)
+        )
+    return kinds.cuda_gpus()
+
+
+def apple_gpus(cpu: dict[str, Any]) -> list[dict[str, Any]]:
+    """Apple silicon's GPU, which torch reaches as `mps` (macOS on arm64 only); its memory is
+    the machine's, shared with the CPU."""
+    if cpu.get("system") != "Darwin" or cpu.get("machine") != "arm64":
+        return []
+    import torch
+
+    if not torch.backends.mps.is_available():
+        return []
+    return [{"name": f"{cpu['model']} GPU", "memory_bytes": cpu["memory_bytes"]}]
+
+
+# What a hardware description needs, per part: key -> (type, what is allowed).
+CPU_FIELDS = {
+    "model": (str, "a CPU model name"),
+    "logical_cores": (int, "a positive integer"),
+    "isa": (list, "a list of CPU flags, e.g. [avx2, fma]"),
+    "memory_bytes": (int, "a positive integer"),
+}
+GPU_FIELDS = {
+    "index": (int, "the GPU's index"),
+    "name": (str, "the name torch reports"),
+    "compute_capability": (str, 'e.g. "9.0"'),
+    "sm_count": (int, "a positive integer"),
+    "memory_bytes": (int, "a positive integer"),
+}
+
+
+def check_description(described: Any, where: str) -> None:
+    """Raise HardwareError naming the first missing or malformed part of a description."""
+    form = '{"cpu": {"model": ..., "logical_cores": ..., "isa": [...], "memory_bytes": ...}, "gpus": [...]}'
+    if not isinstance(described, dict):
+        raise HardwareError(f"{where}: a {type(described).__name__}; allowed: {form}")
+    if not isinstance(described.get("cpu"), dict) or not isinstance(described.get("gpus"), list):
+        raise HardwareError(f"{where}: needs {form}")
+    parts = [("cpu", described["cpu"], CPU_FIELDS)]
+    parts += [(f"gpus[{i}]", gpu, GPU_FIELDS) for i, gpu in enumerate(described["gpus"])]
+    for part, found, fields in parts:
+        if not isinstance(found, dict):
+            raise HardwareError(f"{where}: {part} is not an object")
+        for key, (kind_, allowed) in fields.items():
+            value = found.get(key)
+            bad = not isinstance(value, kind_) or isinstance(value, bool)
+            if bad or (kind_ is int and key != "index" and value < 1):
+                raise HardwareError(f"{where}: {part}.{key}={value!r}; allowed: {allowed}")
+
+
+# This machine's description, found once per boot: the pipeline's stages read it from here
+# (py-cpuinfo's full probe spawns a process, and torch takes seconds to import).
+BOOT_CACHE = Path(".dvc/tmp/hardware.json")
+
+
+# What joblib reads for the cores a process may use, besides its affinity: a cgroup's CPU quota
+# (v2, v1) and its own variable.
+QUOTA_FILES = (Path("/sys/fs/cgroup/cpu.max"), Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"))
+
+
+def boot() -> dict[str, Any]:
+    """What the cached description holds for: this boot, the GPUs CUDA may see, the torch
+    installed (another torch may see other GPUs), and the CPUs this process may use (a run
+    under `taskset` or a CPU quota has fewer cores than the next one may)."""
+    try:
+        boot_id = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
+    except OSError:  # macOS, Windows
+        import psutil
+
+        boot_id = psutil.boot_time()
+    return {
+        "boot": boot_id,
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "torch": torch_version(),
+        "cpus": sorted(usable_cpus() or []),
+        "cpu_quota": [
+            quota.read_text(encoding="utf-8").strip() for quota in QUOTA_FILES if quota.exists()
+        ]
+        + [os.environ.get("LOKY_MAX_CPU_COUNT")],
+    }
+
+
+def torch_version() -> str | None:
+    """The installed torch's version, from its package metadata's folder name (as
+    importlib.metadata reads it, without importing either: the probe runs on every repro)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return None
+    found = sorted(Path(spec.origin).parent.parent.glob("torch-*.dist-info"))
+    return found[-1].name.removeprefix("torch-").removesuffix(".dist-info") if found else None
+
+
+def live_hardware(cache: Path | None = None) -> dict[str, Any]:
+    """This machine, or the description in $ROOFLINE_HARDWARE when it is set. With `cache`,
+    the description found earlier in this boot, if there is one (delete the file to probe
+    again: after reconfiguring MIG, say)."""
+    override = os.environ.get(HARDWARE_ENV)
+    if override:
+        path = Path(override)
+        where = f"{HARDWARE_ENV}={override}"
+        try:
+            described = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise HardwareError(f"{where}: cannot read it as JSON: {err}") from err
+        check_description(described, where)
+        return {"apple_gpus": [], **described, "described_by": str(path)}
+    key = boot() if cache else None
+    if cache and cache.exists():
+        try:
+            cached = json.loads(cache.read_text(encoding="utf-8"))
+        except ValueError:
+            cached = {}
+        if cached.get("for") == key:
+            return cached["hardware"]
+    cpu = cpu_info()
+    found = {"cpu": cpu, "gpus": gpu_info(), "apple_gpus": apple_gpus(cpu)}
+    if cache:
+        from roofline.core.files import write_json_atomic
+
+        write_json_atomic(cache, {"for": key, "hardware": found})
+    return found
+
+
+def kind(dev: DictConfig | dict) -> str:
+    """ "cpu", "cuda" or "mps", from a composed config (an enum) or a plain YAML dict."""
+    return getattr(dev["kind"], "name", dev["kind"])
+
+
+def find_device(dev: DictConfig | dict, hardware: dict[str, Any]) -> dict[str, Any] | None:
+    """The part of `hardware` that is this configured device, or None if it is not here."""
+    rec = dev["recognise"]
+    if kind(dev) == "cpu":
+        if hardware["gpus"] and not rec.get("with_gpu_present"):
+            return None
+        if re.search(rec.get("cpu_model") or ".*", hardware["cpu"]["model"]):
+            return hardware["cpu"]
+        return None
+    gpus = hardware.get("apple_gpus", []) if kind(dev) == "mps" else hardware["gpus"]
+    for gpu in gpus:
+        if rec.get("gpu_name") and re.search(rec["gpu_name"], gpu["name"]):
+            return gpu
+    return None
+
+
+def locate(
+    dev: DictConfig | dict, hardware: dict[str, Any] | None = None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """(the device's part of this machine, its stable identity), or (None, None) if not here."""
+    found = find_device(dev, hardware or live_hardware())
+    return found, identity(kind(dev), found) if found else None
+
+
+def identity(kind: str, found: dict[str, Any]) -> dict[str, Any]:
+    """The stable part of a device's description: what "the same hardware" means.
+
+    No clocks, temperatures, driver builds or host names, so re-probing the same machine gives
+    the same fingerprint."""
+    if kind == "cpu":
+        # The machine's cores, and only where a fence (affinity, a quota) left fewer to this
+        # run, those: a fence is how the machine was run, not another machine (same_machine).
+        machine = found.get("machine_cores") or found["logical_cores"]
+        fenced = (
+            {"usable_cores": found["logical_cores"]} if found["logical_cores"] < machine else {}
+        )
+        return {"model": found["model"], "logical_cores": machine, "isa": found["isa"]} | fenced
+    if kind == "mps":
+        return {"name": found["name"], "memory_gib": round(found["memory_bytes"] / 2**30)}
+    return {
+        "name": found["name"],
+        "compute_capability": found["compute_capability"],
+        "sm_count": found["sm_count"],
+        "memory_gib": round(found["memory_bytes"] / 2**30),
+    }
+
+
+def same_machine(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    """Whether two identities are one machine, whatever fence each run had: re-measuring it
+    with another core count overwrites no other machine's results."""
+    if a is None or b is None:
+        return a is b
+    return {k: v for k, v in a.items() if k != "usable_cores"} == {
+        k: v for k, v in b.items() if k != "usable_cores"
+    }
+
+
+def describe(hardware_identity: dict[str, Any]) -> str:
+    if "model" in hardware_identity:
+        usable = hardware_identity.get("usable_cores")
+        fenced = f", {usable} usable" if usable else ""
+        return f"{hardware_identity['model']} ({hardware_identity['logical_cores']} cores{fenced})"
+    if "compute_capability" not in hardware_identity:  # Apple's GPU
+        return f"{hardware_identity['name']} ({hardware_identity['memory_gib']} GiB shared)"
+    return f"{hardware_identity['name']} (sm_{hardware_identity['compute_capability']})"
+
+
+def describe_apart(here: dict[str, Any], recorded: dict[str, Any]) -> tuple[str, str]:
+    """Two identities described so that a reader sees how they differ (the same model can
+    differ in the instruction sets a VM exposes, or in its core count)."""
+    a, b = describe(here), describe(recorded)
+    if a != b:
+        return a, b
+    keys = [
+        key for key in sorted(here.keys() | recorded.keys()) if here.get(key) != recorded.get(key)
+    ]
+    return (
+        f"{a} [{'; '.join(f'{k}: {here.get(k)}' for k in keys)}]",
+        f"{b} [{'; '.join(f'{k}: {recorded.get(k)}' for k in keys)}]",
+    )
+
+
+def unmatched_gpus(devices: DictConfig | dict, hardware: dict[str, Any]) -> list[dict[str, Any]]:
+    """GPUs here that no configured device recognises."""
+    patterns = [d["recognise"].get("gpu_name") for d in devices.values()]
+    patterns = [p for p in patterns if p]
+    return [g for g in hardware["gpus"] if not any(re.search(p, g["name"]) for p in patterns)]

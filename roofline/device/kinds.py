@@ -1,0 +1,271 @@
+"""What a kind of device does, in one place: where its tensors live, how a run of calls is timed
+and synchronised, graph capture, TunableOp, its properties, and the telemetry of a timed window.
+Measuring code reaches torch.cuda and NVML only through here, so a stand-in for both
+(tests/fakes/cuda) plays a GPU end to end on a machine without one.
+
+    cpu   host clock
+    cuda  CUDA events queued back to back, CUDA graphs, TunableOp, NVML telemetry
+    mps   Metal events (Apple silicon)
+
+torch is imported when a kind is made, never at import: the probe reads no torch."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from roofline.device import telemetry
+from roofline.device.timing import EventTimer, HostTimer, Timer, Work
+
+
+class Unavailable(Exception):
+    """This device cannot do what was asked (graphs, TunableOp): the reason is the message."""
+
+
+Monitor = Callable[[], contextlib.AbstractContextManager]
+
+
+class Replay:
+    """A CUDA graph's replay as a timed call. It holds the captured call, and so the tensors
+    the graph reads: a graph does not own its inputs, and replaying over freed memory reads
+    whatever the allocator put there since (or faults)."""
+
+    def __init__(self, graph: Any, captured: Work) -> None:
+        self.graph, self.captured = graph, captured
+
+    def __call__(self, _: int) -> None:
+        self.graph.replay()
+
+
+class Kind:
+    """The CPU, and what every kind does unless it says otherwise."""
+
+    name = "cpu"
+    graphs = False  # whether a short call is worth replaying from a graph
+
+    def tensors(self) -> str:
+        """The torch device its tensors live on."""
+        return "cpu"
+
+    def timer(self) -> Timer:
+        return HostTimer()
+
+    def synchronize(self) -> None:
+        """Wait for queued work (CPU work is synchronous)."""
+
+    def graph(self, call: Work, sets: int) -> Work:
+        raise Unavailable(f"{self.name} has no CUDA graphs")
+
+    def tunable(self, enabled: bool, results: Path) -> contextlib.AbstractContextManager:
+        raise Unavailable(f"{self.name} has no TunableOp")
+
+    def tuned_solutions(self) -> list[tuple[str, str]]:
+        return []
+
+    def monitor(self) -> Monitor | None:
+        """Telemetry of a timed window, or None where there is none."""
+        return None
+
+
+class Mps(Kind):
+    """Apple silicon's GPU: Metal events; no telemetry API, unified memory."""
+
+    name = "mps"
+
+    def __init__(self) -> None:
+        import torch
+
+        self.device = torch.mps
+
+    def tensors(self) -> str:  # pragma: no cover -- a real Apple GPU only
+        return "mps"
+
+    def timer(self) -> Timer:
+        return EventTimer(self.device, "mps events, calls back to back")
+
+    def synchronize(self) -> None:
+        self.device.synchronize()
+
+
+class Cuda(Kind):
+    """One NVIDIA GPU, by torch's index (what CUDA_VISIBLE_DEVICES left) and its UUID (what
+    NVML knows it by)."""
+
+    name = "cuda"
+    graphs = True
+
+    def __init__(self, index: int = 0, uuid: str | None = None) -> None:
+        import torch
+
+        self.index, self.cuda = index, torch.cuda
+        self.handle, self.telemetry_error = None, ""
+        try:
+            self.handle = telemetry.open_gpu(uuid)
+        except Exception as err:  # measure anyway; the rows then say telemetry is missing
+            self.telemetry_error = f"no NVML telemetry: {err}"
+        before = self._pids()
+        self.cuda.set_device(index)
+        torch.empty(1, device=self.tensors())  # this process's context, so NVML lists it
+        self.synchronize()
+        after = self._pids()
+        # NVML lists host PIDs in many containers (gVisor, older Docker): this process is
+        # then the one that appeared when it made its context, not os.getpid().
+        self.own_pids = {os.getpid()} if os.getpid() in after else after - before
+
+    def _pids(self) -> set[int]:
+        if self.handle is None:
+            return set()
+        try:
+            return {p.pid for p in telemetry.processes(self.handle)}
+        except Exception:
+            return set()
+
+    def tensors(
+        self,
+    ) -> str:  # pragma: no cover -- a real GPU only: the stand-in keeps them on the CPU
+        return f"cuda:{self.index}"
+
+    def timer(self) -> Timer:
+        return EventTimer(self.cuda, "cuda events, calls back to back")
+
+    def synchronize(self) -> None:
+        self.cuda.synchronize()
+
+    def graph(self, call: Work, sets: int) -> Work:
+        """One CUDA graph of `sets` calls (one per operand set), replayed whole: the launch cost
+        is paid once for all of them. Warm-up and capture on one side stream, as torch asks."""
+        stream = self.cuda.Stream()
+        stream.wait_stream(self.cuda.current_stream())
+        with self.cuda.stream(stream):
+            for i in range(sets):
+                call(i)
+        self.cuda.current_stream().wait_stream(stream)
+        graph = self.cuda.CUDAGraph()
+        with self.cuda.graph(graph, stream=stream):
+            for i in range(sets):
+                call(i)
+        self.synchronize()
+        return Replay(graph, call)
+
+    def tunable(self, enabled: bool, results: Path) -> contextlib.AbstractContextManager:
+        """TunableOp on (searching the GEMM solutions this build offers, each result appended
+        to `results` as it is found, as torch 2.15 does) or off."""
+        tuning = getattr(self.cuda, "tunable", None)
+        if tuning is None:
+            raise Unavailable("this torch has no TunableOp (torch.cuda.tunable)")
+
+        @contextlib.contextmanager
+        def switch() -> Iterator[None]:
+            tuning.set_filename(str(results))
+            tuning.enable(enabled)
+            tuning.tuning_enable(enabled)
+            try:
+                yield
+            finally:
+                tuning.tuning_enable(False)
+                tuning.enable(False)
+
+        return switch()
+
+    def tunable_offers(self) -> tuple[int, str]:
+        """How many GEMM solutions TunableOp searches on this build, at most, and which."""
+        import torch
+
+        tuning = getattr(self.cuda, "tunable", None)
+        if tuning is None:
+            return 0, "none (this torch has no torch.cuda.tunable)"
+        if torch.version.hip:
+            return 0, "rocBLAS's and hipBLASLt's solutions (ROCm)"
+        count = getattr(tuning, "get_cublaslt_requested_algo_count", None)
+        if count is None:  # torch before the cuBLASLt candidates: cuBLAS's own call only
+            return 1, "'Default' (cuBLAS's own call) only"
+        n = count()
+        return 1 + n, f"'Default' and up to {n} cuBLASLt heuristic candidates"
+
+    def tuned_solutions(self) -> list[tuple[str, str]]:
+        """What TunableOp picked so far, as (operator, solution): the operator names the dtype
+        and layout, e.g. GemmTunableOp_Half_TN (torch.cuda.tunable.get_results())."""
+        tuning = getattr(self.cuda, "tunable", None)
+        return [(str(r[0]), str(r[2])) for r in tuning.get_results()] if tuning else []
+
+    def peak_memory(self, reset: bool = False) -> int:
+        """The most memory torch's allocator held on this GPU since the last reset (bytes)."""
+        if reset:
+            self.cuda.reset_peak_memory_stats(self.index)
+        return self.cuda.max_memory_allocated(self.index)
+
+    def monitor(self) -> Monitor | None:
+        if self.handle is None:
+            return None
+        handle, own = self.handle, self.own_pids
+        return lambda: telemetry.Sampler(handle, own_pids=own)
+
+
+def make(kind: str, found: dict[str, Any] | None = None) -> Kind:
+    """The kind of device `found` (a probe's description) is."""
+    if kind == "cuda":
+        found = found or {}
+        return Cuda(found.get("index", 0), found.get("uuid"))
+    if kind == "mps":
+        return Mps()
+    return Kind()
+
+
+def cuda_available() -> tuple[bool, str]:
+    """Whether torch can use a CUDA GPU, and what torch said when it cannot."""
+    import warnings
+
+    import torch
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        available = torch.cuda.is_available()
+    return available, " ".join(str(w.message).strip() for w in caught)
+
+
+def cuda_gpus() -> list[dict[str, Any]]:
+    """Each GPU torch can use, as the probe records it: torch's properties, then NVML's driver,
+    limits and clocks read from the GPU with the same UUID (NVML ignores CUDA_VISIBLE_DEVICES,
+    so its indices are not torch's)."""
+    import torch
+
+    gpus = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        uuid = str(props.uuid) if getattr(props, "uuid", None) else None
+        gpus.append(
+            {
+                "index": index,
+                "name": props.name,
+                "compute_capability": f"{props.major}.{props.minor}",
+                "sm_count": props.multi_processor_count,
+                "memory_bytes": props.total_memory,
+                "l2_bytes": getattr(props, "L2_cache_size", None),
+                "uuid": uuid,
+                "cuda": torch.version.cuda,
+                "cublaslt": cublaslt_version(),
+                **telemetry.limits(uuid),
+            }
+        )
+    return gpus
+
+
+def cublaslt_version() -> int | None:
+    """cublasLtGetVersion() of the cuBLASLt that torch loaded (e.g. 130401), or None."""
+    import ctypes
+
+    for soname in ("libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so.11"):
+        try:
+            return int(ctypes.CDLL(soname).cublasLtGetVersion())
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def l2_bytes(index: int) -> int | None:
+    import torch
+
+    return getattr(torch.cuda.get_device_properties(index), "L2_cache_size", None)

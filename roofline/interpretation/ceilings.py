@@ -1,0 +1,342 @@
+"""Measured ceilings, the roofline's own prediction checked against measurement, and the gap
+from the datasheet peak down to the achieved figure. Pure functions over results rows."""
+
+import enum
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pandas as pd
+
+from roofline.core.arithmetic import matmul_bytes, matmul_flops
+from roofline.core.dtypes import LAB_DTYPE
+from roofline.core.errors import SchemaError
+from roofline.interpretation.interpret import assumed_clock_mhz
+from roofline.interpretation.manifest import REMAKE, DeviceEntry, Fma
+from roofline.interpretation.rows import CSV_COLUMNS, KNOB_COLUMNS
+
+# The output tile assumed for tile and wave quantisation on GPUs: 128 x 256 (M x N), a common
+# cuBLAS tile for large 16-bit GEMMs on Ampere and Hopper. cuBLAS picks its own per shape, so
+# this is a model, stated wherever it is used.
+TILE = (128, 256)
+
+
+def load_table(path: Path, columns: list[str] = CSV_COLUMNS) -> pd.DataFrame:
+    """results.csv (or knobs.csv, with KNOB_COLUMNS) as the plot and report read it (empty cells
+    are missing, text is text), or SchemaError when it is not the table aggregate writes."""
+    try:
+        table = pd.read_csv(path, encoding="utf-8", keep_default_na=False, na_values=[""])
+    except (OSError, ValueError) as err:
+        raise SchemaError(f"{path} cannot be read as a table ({err}); {REMAKE}") from err
+    if list(table.columns) != columns:
+        raise SchemaError(f"{path} does not have the columns aggregate writes; {REMAKE}")
+    return table
+
+
+def load_knobs(path: Path) -> pd.DataFrame:
+    return load_table(path, KNOB_COLUMNS)
+
+
+def headline(rows: pd.DataFrame, kind: str) -> SimpleNamespace | None:
+    """The device's lab row: its headline dtype at the largest measured shape, through its
+    fastest backend (which BLAS is fastest is a property of the machine)."""
+    measured = rows[(rows.status == "measured") & (rows.dtype == LAB_DTYPE[kind])]
+    if measured.empty:
+        measured = rows[rows.status == "measured"]
+    if measured.empty:
+        return None
+    ranked = measured.assign(size=measured.m * measured.n * measured.k)
+    best = ranked.sort_values(["size", "achieved_tflops"], kind="stable").iloc[-1]
+    return SimpleNamespace(**best.to_dict())
+
+
+def lab_headline(rows: pd.DataFrame, name: str, entry: DeviceEntry) -> SimpleNamespace | None:
+    """A device's headline row of the lab kernel (its manifest `entry`), or None when nothing
+    of it was measured."""
+    if entry.status != "measured":
+        return None
+    return headline(rows[(rows.device == name) & (rows.series == "lab")], entry.kind)
+
+
+def ceiling_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The best measured point per (device, dtype), over every series: its TFLOP/s is that
+    dtype's measured compute ceiling."""
+    measured = rows[rows.status == "measured"]
+    return measured.loc[measured.groupby(["device", "dtype"]).achieved_tflops.idxmax()]
+
+
+@dataclass(frozen=True)
+class Ceiling:
+    """A dtype's measured compute ceiling: its best point's TFLOP/s, and where it was measured."""
+
+    tflops: float
+    shape: tuple[int, int, int]  # M, N, K
+    series: str
+    backend: str
+
+
+def measured_ceilings(rows: pd.DataFrame) -> dict[tuple[str, str], Ceiling]:
+    """The measured compute ceiling per (device, dtype), and where it was measured."""
+    return {
+        (r.device, r.dtype): Ceiling(r.achieved_tflops, (r.m, r.n, r.k), r.series, r.backend)
+        for r in ceiling_rows(rows).itertuples()
+    }
+
+
+def predicted_seconds(
+    flops: float, nbytes: float, ceiling_tflops: float, bandwidth_gbps: float
+) -> float:
+    """The roofline's time: whichever of compute and memory takes longer at the ceilings."""
+    return max(flops / (ceiling_tflops * 1e12), nbytes / (bandwidth_gbps * 1e9))
+
+
+def predictions(rows: pd.DataFrame, bandwidths: dict[str, float]) -> pd.DataFrame:
+    """Each measured row with its predicted time from the measured ceilings (best TFLOP/s of
+    its dtype, the device's copy bandwidth), `error` = measured / predicted - 1, `bound`, and
+    `defines_ceiling`: the point whose TFLOP/s is its dtype's ceiling is predicted exactly by
+    construction, so it checks nothing."""
+    ceilings, best = measured_ceilings(rows), ceiling_rows(rows).index
+    out = []
+    for r in rows[(rows.status == "measured") & rows.device.isin(bandwidths)].itertuples():
+        flops, nbytes = matmul_flops(r.m, r.n, r.k), matmul_bytes(r.m, r.n, r.k, r.dtype)
+        ceiling, bandwidth = ceilings[(r.device, r.dtype)].tflops, bandwidths[r.device]
+        predicted = predicted_seconds(flops, nbytes, ceiling, bandwidth)
+        compute_s = flops / (ceiling * 1e12)
+        out.append(
+            {
+                **r._asdict(),
+                "predicted_s": predicted,
+                "error": r.median_s / predicted - 1,
+                "bound": "compute" if compute_s >= nbytes / (bandwidth * 1e9) else "memory",
+                "defines_ceiling": r.Index in best,
+            }
+        )
+    return pd.DataFrame(out)
+
+
+@dataclass(frozen=True)
+class Quantisation:
+    """An output's tiles over the SMs, and the share of the launched tile slots doing useful
+    work (edge padding and the last partial wave both waste slots)."""
+
+    tile: tuple[int, int]
+    tiles: int
+    waves: int
+    wave_efficiency: float
+    padding_efficiency: float
+    efficiency: float  # the two together
+
+
+def wave_quantisation(m: int, n: int, sm_count: int, tile: tuple[int, int] = TILE) -> Quantisation:
+    """Output tiles, waves of tiles over the SMs, and the fraction of the launched tile slots
+    doing useful work."""
+    tiles_m, tiles_n = math.ceil(m / tile[0]), math.ceil(n / tile[1])
+    tiles = tiles_m * tiles_n
+    waves = math.ceil(tiles / sm_count)
+    padding = (m * n) / (tiles_m * tile[0] * tiles_n * tile[1])
+    return Quantisation(
+        tile=tile,
+        tiles=tiles,
+        waves=waves,
+        wave_efficiency=tiles / (waves * sm_count),
+        padding_efficiency=padding,
+        efficiency=padding * tiles / (waves * sm_count),
+    )
+
+
+def why(
+    r: Any,
+    cache_bytes: int | None,
+    overhead_s: float,
+    sm_count: int | None,
+    ceiling: Ceiling | None = None,
+) -> str:
+    """The likeliest cause of a large prediction error for one measured point, from its numbers.
+    `overhead_s` is the fixed cost per call of its dtype, as the fastest call measured shows it
+    (its measured time less the roofline's); `ceiling` the point that defines its dtype's."""
+    nbytes = matmul_bytes(r.m, r.n, r.k, r.dtype)
+    if ceiling and ceiling.shape == (r.m, r.n, r.k) and ceiling.backend != r.backend:
+        return (
+            f"the ceiling's own shape through another library: {r.backend} is slower here than "
+            f"{ceiling.backend}, which defines the ceiling"
+        )
+    if r.error < 0 and cache_bytes and nbytes <= cache_bytes:
+        return (
+            f"faster than the memory roof: its {nbytes / 2**20:.3g} MiB of operands fit in the "
+            f"{cache_bytes / 2**20:.0f} MiB cache, so the copy bandwidth is not its ceiling"
+        )
+    if overhead_s > 0.5 * r.median_s:
+        return (
+            f"fixed per-call cost (launch, dispatch, threading): the fastest {r.dtype} call "
+            f"measured spends {overhead_s * 1e6:.3g} µs beyond its roofline time, "
+            f"{overhead_s / r.median_s:.0%} of this {r.median_s * 1e6:.3g} µs call"
+        )
+    if sm_count:
+        q = wave_quantisation(r.m, r.n, sm_count)
+        if q.efficiency < 0.9:
+            return (
+                f"tile and wave quantisation: {q.tiles} tiles of {TILE[0]}x{TILE[1]} on "
+                f"{sm_count} SMs make {q.waves} waves, {q.efficiency:.0%} of slots useful"
+            )
+    if r.bound == "memory":
+        return (
+            "memory-bound, yet slower than the copy rate: the kernel streams its operands less "
+            "efficiently than a copy (more traffic than the ideal-cache bytes, or too few loads in flight)"
+        )
+    return (
+        "compute-bound below the best shape's rate: blocking and packing fit this shape less well"
+    )
+
+
+def per_call_overheads(pred: pd.DataFrame) -> dict[str, float]:
+    """Per dtype, the fixed cost of one call: the fastest call's measured time less its
+    roofline time (0 when the roofline accounts for all of it)."""
+    fastest = pred.loc[pred.groupby("dtype").median_s.idxmin()]
+    return {r.dtype: max(0.0, r.median_s - r.predicted_s) for r in fastest.itertuples()}
+
+
+class StepId(enum.Enum):
+    """A step of the gap breakdown, from the dense peak down to the achieved figure."""
+
+    PEAK = "peak"
+    CLOCK = "clock"  # a GPU's SM clock under load
+    FMA = "fma"  # a CPU's measured FMA ceiling
+    CEILING = "ceiling"  # the best shape measured
+    QUANTISATION = "quantisation"  # a GPU's tiles and waves
+    ACHIEVED = "achieved"
+
+
+# Each step as the appendix names it.
+STEP_LABELS = {
+    StepId.PEAK: "dense peak",
+    StepId.CLOCK: "at the SM clock under load",
+    StepId.FMA: "measured FMA ceiling",
+    StepId.CEILING: "measured compute ceiling",
+    StepId.QUANTISATION: "tile and wave quantisation",
+    StepId.ACHIEVED: "achieved",
+}
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the breakdown: its TFLOP/s (None: not measured, which `note` says) and how
+    it was found."""
+
+    id: StepId
+    tflops: float | None
+    note: str
+
+    @property
+    def label(self) -> str:
+        return STEP_LABELS[self.id]
+
+
+def step(id: StepId, tflops: float | None, note: str) -> Step:
+    known = tflops is not None and not math.isnan(tflops)
+    return Step(id, tflops if known else None, note)
+
+
+def above(steps: list[Step]) -> Step | None:
+    """The last step with a number, which the next one is a fraction of."""
+    return next((s for s in reversed(steps) if s.tflops is not None), None)
+
+
+def share(tflops: float, steps: list[Step]) -> str:
+    ref = above(steps)
+    if ref is None:
+        return "no step above to compare with"
+    return f"{tflops / ref.tflops:.1%} of the step above ({ref.label})"
+
+
+def clock_step(
+    head: Any, kind: str, fma: Fma | None, steps: list[Step], peak_clock_mhz: float | None
+) -> Step:
+    """What the cores deliver under load: a GPU's peak scaled by its SM clock in the timed
+    window (NVML) over the clock its datasheet peak assumes, a CPU's FMA throughput on every
+    core at its widest vector (measured)."""
+    if kind == "cpu":
+        if not fma or fma.gflops is None:
+            return step(StepId.FMA, None, (fma and fma.reason) or "not measured")
+        ceiling = fma.gflops / 1e3
+        note = f"every core at once, {fma.vector}: {share(ceiling, steps)}"
+        return step(StepId.FMA, ceiling, note)
+    if kind != "cuda" or pd.isna(head.sm_clock_mhz):
+        why = "not measured (no NVML telemetry)" if kind == "cuda" else "not measured"
+        return step(StepId.CLOCK, None, why)
+    max_mhz = None if pd.isna(head.sm_clock_max_mhz) else head.sm_clock_max_mhz
+    assumed = assumed_clock_mhz(head.dtype, peak_clock_mhz, max_mhz)
+    if not assumed:
+        return step(
+            StepId.CLOCK, None, "the clock the datasheet peak assumes is not set (peak_clock_mhz)"
+        )
+    ratio = head.sm_clock_mhz / assumed
+    note = (
+        f"{head.sm_clock_mhz:.0f} MHz in the timed window against the {assumed:.0f} MHz "
+        f"the datasheet peak assumes ({ratio:.1%})"
+    )
+    if ratio > 1:  # boosting past it raises no ceiling: the dense peak is the definition
+        note += "; above it, so the dense peak stays the ceiling"
+    return step(StepId.CLOCK, head.peak_tflops * min(ratio, 1.0), note)
+
+
+def is_itself(head: Any, ceiling: Ceiling) -> bool:
+    """Whether the measured ceiling is the headline point itself (nothing else measured)."""
+    return ceiling.series == "lab" and ceiling.shape == (head.m, head.n, head.k)
+
+
+def ceiling_step(head: Any, ceiling: Ceiling, steps: list[Step]) -> Step:
+    if is_itself(head, ceiling):
+        return step(
+            StepId.CEILING,
+            None,
+            f"not measured apart from this kernel: it is the only {head.dtype} shape measured; "
+            "a sweep searches shapes for a higher one (`uv run dvc exp run -S sweep=full`)",
+        )
+    shape = "x".join(map(str, ceiling.shape))
+    note = f"best {head.dtype} shape measured, {shape} ({ceiling.series}): "
+    return step(StepId.CEILING, ceiling.tflops, note + share(ceiling.tflops, steps))
+
+
+def quantisation_step(
+    head: Any, ceiling: Ceiling, kind: str, sm_count: int | None, steps: list[Step]
+) -> Step:
+    if kind != "cuda" or not sm_count:
+        return step(StepId.QUANTISATION, None, "not modelled without an SM count")
+    q = wave_quantisation(head.m, head.n, sm_count)
+    ref = above(steps)
+    if ref is None:
+        return step(StepId.QUANTISATION, None, "no step above to scale")
+    note = (
+        f"{q.tiles} tiles of {TILE[0]}x{TILE[1]} (assumed) on {sm_count} SMs: "
+        f"{q.waves} waves, {q.efficiency:.1%} of slots useful"
+    )
+    if ref.id is StepId.CEILING:
+        # The ceiling's own shape is quantised too: scale by the headline's efficiency over its.
+        q_best = wave_quantisation(ceiling.shape[0], ceiling.shape[1], sm_count)
+        note += f" (the ceiling's shape: {q_best.efficiency:.1%})"
+        return step(StepId.QUANTISATION, ref.tflops * q.efficiency / q_best.efficiency, note)
+    return step(StepId.QUANTISATION, ref.tflops * q.efficiency, note)
+
+
+def breakdown(
+    head: Any,
+    ceiling: Ceiling,
+    kind: str,
+    sm_count: int | None,
+    fma: Fma | None = None,
+    peak_clock_mhz: float | None = None,
+) -> list[Step]:
+    """From the dense peak down to the achieved figure, step by step; a step that was not
+    measured says so and carries no number, and each number is a fraction of the last step
+    above it that has one. `fma` is a CPU's measured FMA ceiling (roofline.device.peakflops);
+    `peak_clock_mhz` the SM clock a GPU's datasheet peak assumes."""
+    steps = [step(StepId.PEAK, head.peak_tflops, head.peak_source)]
+    steps.append(clock_step(head, kind, fma, steps, peak_clock_mhz))
+    steps.append(ceiling_step(head, ceiling, steps))
+    if kind != "cpu":  # a GPU's tiles and waves; a CPU's blocking is not modelled
+        steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))
+    what_remains = f"what remains: achieved is {share(head.achieved_tflops, steps)}"
+    steps.append(step(StepId.ACHIEVED, head.achieved_tflops, what_remains))
+    return steps

@@ -1,0 +1,207 @@
+"""What the measurements mean: peaks, MFU, flags and the lab's checks, from the device's conf
+(datasheet figures, prices, the lab's bands). Applied where the deliverables are rendered, never
+baked into a measurement, so a corrected price or peak re-renders without re-measuring.
+
+Pure functions over plain records and device configs (a composed DictConfig, or a conf file
+read as a dict by the GPU suite); no pandas, no omegaconf."""
+
+from dataclasses import dataclass
+from typing import Any
+
+from roofline.core.arithmetic import cpu_flop_per_cycle
+from roofline.core.dtypes import DTYPES
+from roofline.core.schema import Measurement
+from roofline.device.hardware import kind
+from roofline.interpretation.manifest import DeviceEntry, PublishedFigure
+from roofline.interpretation.roofs import cpu_peak_tflops, implied_clock_ghz
+from roofline.interpretation.rows import Row, row
+
+LAB_CAUSES = "no warm-up, no synchronisation, a wrong FLOP count, or throttled clocks"
+
+
+def assumed_clock_mhz(
+    dtype: str, peak_clock_mhz: float | None, max_clock_mhz: float | None
+) -> float | None:
+    """The SM clock a GPU's datasheet peak for `dtype` assumes: the tensor-core figures the
+    clock set in conf (`peak_clock_mhz`, e.g. H100 SXM 1830 MHz); float32's, on CUDA cores, the
+    maximum boost clock NVML reports (H100 SXM: 132 SMs x 256 FLOP x 1980 MHz = 66.9 TFLOP/s)."""
+    return max_clock_mhz if dtype == "float32" else peak_clock_mhz
+
+
+def peaks(dev: Any, record: dict[str, Any]) -> dict[str, tuple[float, str]]:
+    """Dense peak TFLOP/s and where it comes from, per dtype: `peak_tflops` of the datasheet the
+    device is judged against (roofline.interpretation.datasheets.judged); on a CPU, for dtypes without one,
+    cores x clock x FLOP per cycle of the best native instruction set, the clock from the
+    datasheet (`clock_ghz`) or as the run measured it."""
+    source = f"datasheet (dense): {dev.get('source') or dev.get('sku')}"
+    source = source if kind(dev) == "cuda" else "set in conf"
+    out = {
+        dtype: (float(tflops), source)
+        for dtype, tflops in dev["peak_tflops"].items()
+        if tflops is not None
+    }
+    if kind(dev) != "cpu" or record.get("status") != "measured":
+        return out
+    found = record["found"]
+    # SMT siblings share a core's FMA units: physical cores, where the probe could tell.
+    cores = found.get("physical_cores") or found["logical_cores"]
+    flags, microarchitecture = set(found["isa"]), found.get("microarchitecture")
+    if dev.get("clock_ghz"):
+        clock, clock_source = float(dev["clock_ghz"]), "set in conf"
+    else:
+        clock, clock_source = record["clock"]["ghz"], record["clock"]["source"]
+    # The machine beat a peak computed at this clock: the clock is the input that was low (the
+    # FMA kernel runs the FLOP per cycle assumed, on every core), so use the one it implies.
+    fma = (record.get("fma") or {}).get("gflops")
+    native = cpu_flop_per_cycle("float32", flags, microarchitecture)
+    if fma and native and clock:
+        implied = implied_clock_ghz(fma / 1e3, cores, native[0])
+        if implied > clock:
+            clock_source = (
+                f"implied by the measured FMA ceiling, {fma / 1e3:.4g} TFLOP/s; the "
+                f"{clock_source} read {clock:.2f} GHz"
+            )
+            clock = implied
+    for dtype in DTYPES:
+        native = cpu_flop_per_cycle(dtype, flags, microarchitecture)
+        if dtype in out or not native or not clock:
+            continue
+        flop, isa = native
+        out[dtype] = (
+            cpu_peak_tflops(cores, clock, flop),
+            f"{cores} cores x {clock:.2f} GHz ({clock_source}) x {flop} FLOP/cycle, {isa}",
+        )
+    if fma and "float32" in out and out["float32"][0] < fma / 1e3:  # a conf peak it beat
+        out["float32"] = (
+            fma / 1e3,
+            f"the measured FMA ceiling, above the {out['float32'][0]:.4g} TFLOP/s "
+            f"{out['float32'][1]}",
+        )
+    return out
+
+
+def no_peak(dev: Any, dtype: str, record: dict[str, Any]) -> str:
+    """Why a dtype has no peak (and so no MFU)."""
+    if kind(dev) == "cpu" and record.get("status") == "measured":
+        if record.get("clock", {}).get("ghz") is None and not dev.get("clock_ghz"):
+            return (
+                f"no clock known ({record.get('clock', {}).get('source', 'not recorded')}): set "
+                "clock_ghz or peak_tflops in its datasheet line (conf/device, skus)"
+            )
+        found = record["found"]
+        return (
+            f"no computed peak: no FLOP per cycle is known for {dtype} on {found['model']} "
+            f"(flags: {', '.join(found['isa']) or 'none known'}); set peak_tflops.{dtype} in its "
+            "datasheet line (conf/device, skus), or read the measured FMA ceiling"
+        )
+    if dev.get("missing"):
+        return dev["missing"]
+    return f"no datasheet peak for {dtype}: set peak_tflops.{dtype} in the {dev.get('sku')} line"
+
+
+def interpret(points: list[Measurement], dev: dict[str, Any], record: dict[str, Any]) -> list[Row]:
+    """results.csv rows for a device's points (its lab record's or its sweep's): each against
+    the peak of its dtype in `dev`, the device judged against the datasheet of the SKU measured
+    (roofline.interpretation.datasheets.judged); pending ones saying where to measure them. `record` is the
+    device's lab results record, whose run the peaks come from."""
+    peak_of = peaks(dev, record)
+    # A CPU's own ceilings from the same run, which a row far below is noisy against.
+    fma = (record.get("fma") or {}).get("gflops")
+    copy = (record.get("memory") or {}).get("gbps")
+    rows = []
+    for point in points:
+        peak, source = peak_of.get(point.dtype, (None, no_peak(dev, point.dtype, record)))
+        out = row(point, peak, source, fma / 1e3 if fma else None, copy)
+        if out.status == "pending":
+            out.reason = f"never measured: run `uv run dvc repro` on a machine with {dev['sku']}"
+        else:
+            out.sku = dev["sku"]
+        rows.append(out)
+    return rows
+
+
+def band_limits(band: list[float]) -> tuple[float, float]:
+    """The lab's band as it allows it: +-20% around its expected TFLOP/s."""
+    return band[0] * 0.8, band[1] * 1.2
+
+
+def band_verdict(band: list[float], achieved: float) -> str:
+    low, high = band_limits(band)
+    return "below band" if achieved < low else "above band" if achieved > high else "in band"
+
+
+def lab_checks(band: list[float] | None, done: float | None, result: Any) -> list[str]:
+    """The lab's checks on its FP16 8192^3 figure: its sanity band (+-20%) and done threshold.
+    `result` is a float16 row (a Row, or any object with its attributes)."""
+    achieved, peak = result.achieved_tflops, result.peak_tflops
+    checks = []
+    if peak and achieved > peak:
+        checks.append(f"INVALID: {achieved:.1f} TFLOP/s is above the dense peak {peak:g}")
+    if band:
+        low, high = band_limits(band)
+        where = "inside" if band_verdict(band, achieved) == "in band" else "OUTSIDE"
+        text = (
+            f"float16 {achieved:.1f} TFLOP/s is {where} the lab's sanity band "
+            f"{band[0]:g}-{band[1]:g} TFLOP/s +-20% ({low:.0f}-{high:.0f})"
+        )
+        if where == "OUTSIDE":
+            text += f"; usual causes: {LAB_CAUSES}"
+        checks.append(text)
+    if done:
+        met = "met" if achieved >= done else "NOT met"
+        checks.append(f"the lab's done threshold, {done:g} TFLOP/s in float16: {met}")
+    return checks
+
+
+# How far below a published figure for the same SKU and work a measurement is flagged.
+PUBLISHED_MARGIN = 0.10
+PUBLISHED_CAUSES = "the power cap, the clocks under load, other processes on the GPU, the driver"
+
+
+def published_figure(published: list[PublishedFigure], result: Any) -> PublishedFigure | None:
+    """The published figure for a result's dtype and shape on its SKU, if there is one."""
+    shape = [result.m, result.n, result.k]
+    same = [p for p in published if p.dtype == result.dtype and list(p.shape) == shape]
+    return same[0] if same else None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A measured result against the lab's band and a published figure."""
+
+    band: str | None  # "in band", "below band" or "above band"; None: no band for it
+    flags: list[str]  # what is wrong, short
+    problems: list[str]  # what is wrong, and what to check
+
+
+def verdict(band: list[float] | None, published: PublishedFigure | None, result: Any) -> Verdict:
+    """A measured result against the lab's band (+-20%) and a published figure (-10%)."""
+    achieved, peak = result.achieved_tflops, result.peak_tflops
+    flags, problems = [], []
+    if peak and achieved > peak:
+        flags.append("above the dense peak: a bug")
+        problems.append(f"{achieved:.1f} TFLOP/s is above the dense peak {peak:g}: a bug")
+    where = band_verdict(band, achieved) if band else None
+    if band:
+        low, high = band_limits(band)
+        if where != "in band":
+            problems.append(
+                f"{result.dtype} {achieved:.1f} TFLOP/s is {where.split()[0]} the lab's band "
+                f"{band[0]:g}-{band[1]:g} +-20% ({low:.0f}-{high:.0f}); usual causes: {LAB_CAUSES}"
+            )
+    if published and achieved < (1 - PUBLISHED_MARGIN) * published.tflops:
+        below = 1 - achieved / published.tflops
+        flags.append(f"{below:.0%} below published")
+        problems.append(
+            f"{result.dtype} {achieved:.1f} TFLOP/s is {below:.0%} below the "
+            f"{published.tflops:g} published for this SKU ({published.source}); "
+            f"check {PUBLISHED_CAUSES}"
+        )
+    return Verdict(where, flags, problems)
+
+
+def judge(entry: DeviceEntry, result: Any) -> tuple[PublishedFigure | None, Verdict]:
+    """(the published figure for a result's work on its SKU, its verdict), from the device's
+    manifest entry."""
+    figure = published_figure(entry.datasheet.published, result)
+    return figure, verdict(entry.lab.band_tflops.get(result.dtype), figure, result)

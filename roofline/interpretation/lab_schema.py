@@ -1,0 +1,133 @@
+"""The lab's whole config schema: the measuring schema (roofline/configuration/config.py) and each device's
+datasheet lines (`skus`), price and pod task. Read by the aggregate stage, composition and the
+launcher; never by a measuring stage, so a datasheet fix re-measures nothing."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING, DictConfig
+
+from roofline.configuration.config import PARAMS_FILE, Config, DeviceConfig, load_params
+from roofline.core.arithmetic import matmul_bytes
+from roofline.core.dtypes import NAMES
+from roofline.interpretation.datasheets import ANY
+
+
+@dataclass
+class Published:
+    """A figure someone published for this SKU's work, beside which the report puts ours."""
+
+    dtype: str = MISSING
+    shape: list[int] = MISSING  # [M, N, K]
+    tflops: float = MISSING
+    source: str = MISSING  # where it is published, enough to find it
+
+
+@dataclass
+class Sku:
+    """One datasheet line. Peaks are dense TFLOP/s per dtype (null: none known); bandwidth in
+    GB/s (1e9), memory in GB; `peak_clock_mhz` the SM clock the dense FP16 peak assumes."""
+
+    name: str = MISSING  # exactly the name torch reports (a CPU: its model), or "*" for any
+    sku: str = MISSING  # its name in the report, e.g. "H100 PCIe 80GB"
+    source: str = ""  # where the figures come from
+    peak_tflops: dict[str, float | None] = field(default_factory=lambda: dict.fromkeys(NAMES))
+    memory_bandwidth_gbps: float | None = None
+    memory_gb: float | None = None
+    peak_clock_mhz: float | None = None
+    sm_count: int | None = None
+    clock_ghz: float | None = None  # a CPU's clock for its computed peak; null: as measured
+    cost_per_hour: float | None = None  # US dollars; null where unknown
+    # The lab's sanity band (low, high; the report allows +-20%) and done threshold per dtype,
+    # on the line of the SKU the lab wrote them for.
+    lab_band_tflops: dict[str, list[float]] = field(default_factory=dict)
+    lab_done_tflops: dict[str, float] = field(default_factory=dict)
+    published: list[Published] = field(default_factory=list)
+
+
+@dataclass
+class LabDevice(DeviceConfig):
+    """A device's conf file whole: what it measures, and its datasheets."""
+
+    skus: dict[str, Sku] = field(default_factory=dict)
+    # Whether a device never measured gets its own line in the report and roof in the plot (the
+    # lab's devices); otherwise it appears once measured.
+    show_pending: bool = True
+    # GPUs: SkyPilot's accelerator names for this device, in order of preference; empty: no
+    # pod task file.
+    sky_accelerators: list[str] = field(default_factory=list)
+
+
+@dataclass
+class LabConfig(Config):
+    devices: dict[str, LabDevice] = field(default_factory=dict)
+    # The devices the lab's Definition of Done asks to be measured.
+    lab_devices: list[str] = field(default_factory=list)
+
+
+def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
+    """The datasheet values a schema's types let through but are wrong."""
+    errors = [
+        f"lab_devices has {name!r}; allowed: {', '.join(cfg.devices)}"
+        for name in cfg.lab_devices
+        if name not in cfg.devices
+    ]
+    for name, dev in cfg.devices.items():
+        if not dev.skus:
+            errors.append(
+                f"devices.{name}.skus is empty; allowed: datasheet lines, each with the exact "
+                f"name torch reports, or {ANY!r} for any (docs/configuration.md: adding a SKU)"
+            )
+        named = [sku.name for sku in dev.skus.values()]
+        for twice in sorted({n for n in named if named.count(n) > 1}):
+            errors.append(f"devices.{name}.skus: {twice!r} names two lines; allowed: one each")
+        for key, sku in dev.skus.items():
+            where = f"devices.{name}.skus.{key}"
+            for table in ("peak_tflops", "lab_band_tflops", "lab_done_tflops"):
+                for dtype in sku[table]:
+                    if dtype not in NAMES:
+                        errors.append(
+                            f"{where}.{table} has key {dtype!r}; allowed: {', '.join(NAMES)}"
+                        )
+            for dtype, band in sku.lab_band_tflops.items():
+                if len(band) != 2 or not 0 < band[0] <= band[1]:
+                    errors.append(
+                        f"{where}.lab_band_tflops.{dtype}={list(band)}; allowed: [low, high], "
+                        "0 < low <= high"
+                    )
+            for i, figure in enumerate(sku.published):
+                if figure.dtype not in NAMES or len(figure.shape) != 3 or figure.tflops <= 0:
+                    errors.append(
+                        f"{where}.published[{i}]: dtype {figure.dtype!r}, shape "
+                        f"{list(figure.shape)}, {figure.tflops} TFLOP/s; allowed: a dtype of "
+                        f"{', '.join(NAMES)}, [M, N, K], TFLOP/s > 0"
+                    )
+            if sku.memory_gb is not None:
+                errors += memory_errors(cfg, name, dev, sku.memory_gb, where)
+    return errors
+
+
+def memory_errors(cfg: DictConfig, name: str, dev: Any, memory_gb: float, where: str) -> list[str]:
+    """The device's shapes and copy buffers that a SKU's memory cannot hold."""
+    errors = []
+    copy_bytes = 2 * cfg.bench.copy_mib * 2**20  # source and destination
+    if copy_bytes > 0.8 * memory_gb * 1e9:
+        errors.append(
+            f"bench.copy_mib={cfg.bench.copy_mib}: its two buffers need {copy_bytes / 1e9:.1f} "
+            f"GB; allowed: at most 80% of {where}'s {memory_gb:g} GB"
+        )
+    for shape in dev.shapes:
+        for dtype in dev.dtypes:
+            need = matmul_bytes(*shape, dtype.name) if len(shape) == 3 else 0
+            if need > memory_gb * 1e9:
+                errors.append(
+                    f"devices.{name}.shapes has {list(shape)}: its {dtype.name} operands need "
+                    f"{need / 1e9:.1f} GB; allowed: at most {where}'s {memory_gb:g} GB"
+                )
+    return errors
+
+
+def load_lab_params(path: Path = PARAMS_FILE) -> DictConfig:
+    """params.yaml whole, datasheets included, checked."""
+    return load_params(path, LabConfig, (check,))

@@ -1,0 +1,58 @@
+"""Which of our files a module runs, read from import statements: what a stage's key hashes
+(roofline/machines/keys.py) and what the pipeline files list as a stage's code."""
+
+import functools
+import itertools
+from pathlib import Path
+
+OUR_PACKAGES = ("roofline", "stages")
+
+
+def module_file(module: str, root: Path) -> Path | None:
+    """The repository file of a dotted module name, or None when it is not one of ours."""
+    base = Path(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if (root / candidate).is_file():
+            return candidate
+    return None
+
+
+def imported_modules(path: Path) -> frozenset[str]:
+    """Dotted names of our modules that a file imports, anywhere in it, or starts as a process
+    of its own (`[sys.executable, "-m", "roofline.measuring.capped", ...]`)."""
+    return imports_in(path.read_text(encoding="utf-8"))
+
+
+@functools.cache  # the measuring stages share most files: each is parsed once per process
+def imports_in(text: str) -> frozenset[str]:
+    import ast  # here: the probe imports this module for OUR_PACKAGES on every `dvc repro`
+
+    names = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.List | ast.Tuple):
+            words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
+            names |= {module for flag, module in itertools.pairwise(words) if flag == "-m"}
+    return frozenset(
+        name for name in names if isinstance(name, str) and name.split(".")[0] in OUR_PACKAGES
+    )
+
+
+def code_deps(module: str, root: Path) -> list[str]:
+    """Every file of ours that `python -m module` runs: the module, what it imports, and so on,
+    with the packages' __init__ files."""
+    seen: set[Path] = set()
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        parts = name.split(".")
+        packages = [".".join(parts[:i]) for i in range(1, len(parts))]
+        for dotted in [*packages, name]:
+            path = module_file(dotted, root)
+            if path is not None and path not in seen:
+                seen.add(path)
+                todo += sorted(imported_modules(root / path))
+    return sorted(str(path) for path in seen)

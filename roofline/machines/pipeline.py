@@ -1,0 +1,259 @@
+"""The pipeline files, generated from conf/ by `roofline.compose` (its --check catches drift):
+
+- `experiments/x4-roofline/devices/dvc.yaml`: the probe of every device, the one stage that
+  runs on every `dvc repro`;
+- `experiments/x4-roofline/devices/<name>/dvc.yaml` per device: probe -> benchmark and sweep,
+  with the device's own dvc.lock, so two machines committing at once never conflict;
+- `dvc.yaml`: aggregate -> plot -> report over every device;
+- `cloud/<name>.yaml` per GPU device with SkyPilot accelerators: the pod that measures it.
+
+Each stage depends on exactly the code it runs (the repository's modules it imports, read
+from their import statements) and on exactly the params that change its output."""
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from roofline.configuration.params import PROBE_KEYS
+from roofline.core.paths import EXPERIMENT, RECORDS, device_dir, fingerprint_path
+from roofline.machines.code import code_deps
+from roofline.machines.keys import fingerprint_params
+from stages.probe import KEYS_FILE
+
+GENERATED = (
+    "# Generated from conf/ by `uv run python -m roofline.compose`: edit conf/, not this file.\n"
+)
+HEADER = GENERATED + (
+    "# persist: true keeps a recorded output on disk while its stage runs, so a refused or\n"
+    "# failed run leaves it whole (DVC otherwise deletes outputs first).\n"
+)
+# The pod's set-up and run: scripts/pod-setup installs uv (the standalone installer, which
+# works where the image's Python refuses pip, PEP 668), the locked environment, and a torch for
+# the host's driver where it is older than the lock's CUDA needs; UV_NO_SYNC keeps that torch.
+POD_SETUP = """set -e
+bash scripts/pod-setup
+"""
+POD_RUN = """set -e
+export PATH="$HOME/.local/bin:$PATH"
+uv run dvc pull --allow-missing
+uv run dvc repro
+uv run python -m roofline.sync push
+"""
+SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # the DVC remote's, from your shell
+# Outputs of a device's stages, which git leaves to DVC.
+DEVICE_OUTPUTS = ("fingerprint.json", "results.json", "sweep.json", "knobs.json")
+
+
+def stage(
+    module: str,
+    root: Path,
+    *args: str,
+    wdir: str | None = None,
+    deps: list[Path | str] = (),
+    params: list[Any] | None = None,
+    code: bool = True,
+    **rest: Any,
+) -> dict[str, Any]:
+    """A stage running `python -m module args`, depending on `deps` and (`code`) on its own code."""
+    out: dict[str, Any] = {"cmd": " ".join(["python", "-m", module, *args])}
+    if wdir:
+        out["wdir"] = wdir
+    deps = list(dict.fromkeys([*map(str, deps), *(code_deps(module, root) if code else [])]))
+    if deps:
+        out["deps"] = deps
+    if params:
+        out["params"] = params
+    return out | rest
+
+
+def measuring_code(root: Path) -> list[str]:
+    """Every file the measuring stages run: what their keys hash (roofline/machines/keys.py)."""
+    return sorted({f for stage in RECORDS for f in code_deps(f"stages.{stage}", root)})
+
+
+def up_to_root(folder: Path) -> str:
+    """A stage's wdir in a dvc.yaml in `folder`: its stages run from the repository root."""
+    return "/".join([".."] * len(folder.parts))
+
+
+def kept(path: Path) -> list[dict[str, Any]]:
+    return [{str(path): {"persist": True}}]
+
+
+def probes_pipeline(root: Path) -> dict[str, Any]:
+    """The probe of every device, in one process: the one stage DVC runs on every `dvc repro`
+    (five always-changed probe stages, one per device, made a no-op repro cost about twice
+    `dvc status`: docs/development.md). Its lock records only the keys file, the same on every
+    machine. DVC runs it before any device's stage because the keys file is aggregate's first
+    dependency (tests/test_dvc_yaml.py asks DVC for its plan)."""
+    return {
+        "stages": {
+            "probe": stage(
+                "stages.probe",
+                root,
+                wdir=up_to_root(KEYS_FILE.parent),
+                code=False,
+                always_changed=True,
+                outs=[{str(KEYS_FILE): {"cache": False, "persist": True}}],
+            )
+        }
+    }
+
+
+def device_pipeline(name: str, root: Path) -> dict[str, Any]:
+    """One device's stages, run from the repository root. None depends on code or params.yaml
+    directly: the probe of every device (probes_pipeline) runs every time and rewrites this
+    device's fingerprint when it changes, which runs this probe stage, so that the device's own
+    dvc.lock records it; each measuring stage depends on its part of the fingerprint (its key:
+    the code and params that measure it), which the probe rewrites only where the device is,
+    so no other machine's change stales them."""
+    top = up_to_root(device_dir(name))
+    stages = {
+        "probe": stage(
+            "stages.probe",
+            root,
+            name,
+            wdir=top,
+            code=False,
+            params=[f"devices.{name}.{key}" for key in PROBE_KEYS],
+            outs=kept(fingerprint_path(name)),
+        )
+    }
+    for stage_name, output in RECORDS.items():
+        stages[stage_name] = stage(
+            f"stages.{stage_name}",
+            root,
+            name,
+            wdir=top,
+            code=False,
+            params=[{str(fingerprint_path(name)): fingerprint_params(stage_name)}],
+            outs=kept(output(name)),
+        )
+    return {"stages": stages}
+
+
+def task_file(name: str, dev: dict[str, Any]) -> dict[str, Any]:
+    """The SkyPilot task that measures a GPU device on a rented pod: the accelerators in the
+    device's order of preference, taken down when idle so a lost laptop leaves nothing billing."""
+    return {
+        "name": f"roofline-{name}",
+        "resources": {
+            "accelerators": [f"{accelerator}:1" for accelerator in dev["sky_accelerators"]],
+            "disk_size": 100,
+            "autostop": {"idle_minutes": 10, "down": True},
+        },
+        "workdir": ".",  # this repository, .git included, as ~/sky_workdir on the pod
+        "envs": {"DEVICE": name, "UV_NO_SYNC": "1"},
+        "secrets": dict.fromkeys(SECRETS, ""),  # values from `--secret NAME`, never on disk
+        "setup": POD_SETUP,
+        "run": POD_RUN,
+    }
+
+
+def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
+    """aggregate -> plot -> report over every device's recorded results."""
+    recorded = [output(name) for name in names for output in RECORDS.values()]
+    table, manifest = EXPERIMENT / "results.csv", EXPERIMENT / "manifest.json"
+
+    def untracked(*paths: Path) -> list[dict[str, Any]]:
+        # In git, not DVC's cache; kept on disk while the stage runs, so a failed render
+        # leaves the previous deliverables whole.
+        return [{str(path): {"cache": False, "persist": True}} for path in paths]
+
+    return {
+        "stages": {
+            "aggregate": stage(
+                "stages.aggregate",
+                root,
+                # The keys first (see probes_pipeline), and the measuring code: a record
+                # measured by older code is shown as such.
+                deps=[KEYS_FILE, *recorded, *measuring_code(root)],
+                params=[
+                    "bench",
+                    "sweep",
+                    "knobs",
+                    "devices",
+                    "lab_devices",
+                ],  # peaks, prices, the DoD
+                outs=untracked(table, manifest, EXPERIMENT / "knobs.csv"),
+                metrics=untracked(EXPERIMENT / "metrics.json"),
+            ),
+            "plot": stage(
+                "stages.plot",
+                root,
+                deps=[table, manifest, EXPERIMENT / "knobs.csv"],
+                outs=untracked(
+                    EXPERIMENT / "roofline.png",
+                    EXPERIMENT / "roofline-sweeps.png",
+                    EXPERIMENT / "roofline.json",
+                    EXPERIMENT / "knobs.png",
+                ),
+            ),
+            "report": stage(
+                "stages.report",
+                root,
+                # The plot too: the page shows it, and its Definition of Done says it is drawn.
+                deps=[table, manifest, EXPERIMENT / "knobs.csv", EXPERIMENT / "roofline.png"],
+                outs=untracked(EXPERIMENT / "REPORT.md", EXPERIMENT / "REPORT-appendix.md"),
+            ),
+        },
+        # `dvc plots show` / `dvc plots diff`: the roofline, interactive (template in
+        # .dvc/plots/roofline.json: roofs, and every point with its shape, TFLOP/s and MFU).
+        "plots": [
+            {
+                str(EXPERIMENT / "roofline.json"): {
+                    "template": "roofline",
+                    "x": "arithmetic_intensity",
+                    "y": "tflops",
+                    "title": "Dense matmul roofline",
+                }
+            },
+            str(EXPERIMENT / "roofline.png"),
+            str(EXPERIMENT / "roofline-sweeps.png"),
+            str(EXPERIMENT / "knobs.png"),
+        ],
+    }
+
+
+class Dumper(yaml.SafeDumper):
+    """Multi-line strings (a task's shell script) as YAML literal blocks, readable as written."""
+
+
+Dumper.add_representer(
+    str,
+    lambda dumper, text: dumper.represent_scalar(
+        "tag:yaml.org,2002:str", text, style="|" if "\n" in text else None
+    ),
+)
+
+
+def dump(pipeline: dict[str, Any], header: str = HEADER) -> str:
+    return header + yaml.dump(pipeline, Dumper=Dumper, sort_keys=False, width=100)
+
+
+def task_path(name: str) -> Path:
+    return Path("cloud") / f"{name}.yaml"
+
+
+def pipeline_files(devices: dict[str, dict[str, Any]], root: Path) -> dict[Path, str]:
+    """Every generated file (relative to the root) and its text, for these devices (plain
+    dicts, as composed into params.yaml)."""
+    names = list(devices)
+    files = {
+        Path("dvc.yaml"): dump(lab_pipeline(names, root)),
+        KEYS_FILE.parent / "dvc.yaml": dump(probes_pipeline(root)),
+    }
+    for name, dev in devices.items():
+        files[device_dir(name) / "dvc.yaml"] = dump(device_pipeline(name, root))
+        files[device_dir(name) / ".gitignore"] = "".join(f"/{out}\n" for out in DEVICE_OUTPUTS)
+        if dev["kind"] == "cuda" and dev["sky_accelerators"]:
+            launch = f"# Launch: uv run --group cloud python -m roofline.cloud {name}\n"
+            files[task_path(name)] = dump(task_file(name, dev), GENERATED + launch)
+    return files
+
+
+def orphans(files: dict[Path, str], root: Path) -> list[Path]:
+    """Generated files (device pipelines, task files) that these devices no longer make."""
+    found = [*(root / EXPERIMENT / "devices").glob("*/dvc.yaml"), *(root / "cloud").glob("*.yaml")]
+    return sorted(path.relative_to(root) for path in found if path.relative_to(root) not in files)

@@ -1,0 +1,246 @@
+"""The measured kernels: a dense matmul (checked, then timed) and a large copy.
+
+Device-agnostic: the same code runs on every kind of device (roofline.device.kinds)."""
+
+import contextlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from roofline.core.arithmetic import buffer_sets, matmul_bytes, summarize
+from roofline.core.dtypes import DTYPES
+from roofline.device import backends
+from roofline.device.kinds import Kind
+from roofline.device.timing import TimedWindow, sample
+
+# Operand sets to rotate through at most (tiny shapes against a large cache).
+MAX_SETS = 4096
+
+
+class WrongResult(Exception):
+    """The kernel's output disagrees with the float64 reference: it is not timed."""
+
+
+@dataclass
+class Point:
+    samples: list[float]
+    check_error: float
+    buffer_sets: int
+    timing: str = ""  # how the samples were timed
+    window: Any = None  # what the telemetry window recorded (a Sampler), or None
+    timed: TimedWindow | None = None  # the timed window's length, cut, and share of the host
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    return getattr(torch, DTYPES[name].torch_name)
+
+
+def unsupported_reason(
+    dtype: str,
+    device_kind: str,
+    native_dtypes: set[str] | None = None,
+    compute_capability: str | None = None,
+    shape: list[int] | None = None,
+) -> str | None:
+    """Why a dtype (at this shape) cannot be measured on this device, or None when it can."""
+    d = DTYPES[dtype]
+    if device_kind == "cpu":
+        if d.gpu_only:
+            return f"{dtype} is a GPU tensor-core format; CPUs have no native {dtype} matmul"
+        if native_dtypes is not None and dtype not in native_dtypes:
+            needs = " or ".join(path.isa.split(",")[0] for path in d.cpu)
+            return (
+                f"no native {dtype} on this CPU (needs {needs}); "
+                "PyTorch's fallback would be a slow emulation, not this CPU's ceiling"
+            )
+        return None
+    if device_kind == "mps" and (d.tf32 or d.scaled):
+        return f"{dtype} is an NVIDIA tensor-core format; Apple's GPU has no {dtype} matmul"
+    if d.min_compute_capability and compute_capability is not None:
+        have = tuple(int(x) for x in compute_capability.split("."))
+        if have < d.min_compute_capability:
+            need = ".".join(map(str, d.min_compute_capability))
+            return f"{dtype} matmul needs compute capability >= {need}; this GPU is {compute_capability}"
+    if shape and any(dim % d.dim_multiple for dim in shape):
+        return (
+            f"{dtype} through torch's scaled matmul needs M, N and K in multiples of "
+            f"{d.dim_multiple}; this is {shape}"
+        )
+    return None
+
+
+@contextlib.contextmanager
+def float32_math(dtype: str) -> Iterator[None]:
+    """float32 matmul on the GPU uses TF32 tensor cores only when the dtype allows it (tf32)."""
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high" if DTYPES[dtype].tf32 else "highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+def _operands(m: int, n: int, k: int, dtype: str, device: str, gen: torch.Generator):
+    """Random normal inputs (never zeros: they run faster) rounded to the dtype."""
+    to = torch_dtype(dtype)
+    a = torch.randn(m, k, device=device, generator=gen).to(to)
+    if DTYPES[dtype].b_layout == "column-major":
+        return a, torch.randn(n, k, device=device, generator=gen).to(to).t()
+    return a, torch.randn(k, n, device=device, generator=gen).to(to)
+
+
+def matmul_fn(
+    dtype: str, device: str, fast_accum: bool = False
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """torch's matmul for a dtype; float8 through the public scaled matmul where this torch has
+    one (torch.nn.functional.scaled_mm), else torch._scaled_mm, with per-tensor scales of 1
+    and a bfloat16 C. `fast_accum`: float8's faster, less exact accumulation."""
+    if not DTYPES[dtype].scaled:
+        return torch.matmul
+    one = torch.ones((), device=device)
+    public = getattr(torch.nn.functional, "scaled_mm", None)
+    if public is not None:
+        whole = torch.nn.functional.ScalingType.TensorWise
+        return lambda a, b: public(
+            a, b, one, whole, one, whole, output_dtype=torch.bfloat16, use_fast_accum=fast_accum
+        )
+    return lambda a, b: torch._scaled_mm(
+        a, b, one, one, out_dtype=torch.bfloat16, use_fast_accum=fast_accum
+    )
+
+
+def check_product(
+    a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, rows: int, gen: torch.Generator
+) -> float:
+    """max|C - A@B| / max|A@B| over a random sample of rows, against float64."""
+    picked = torch.randperm(a.shape[0], generator=gen, device=gen.device)[:rows].to(a.device)
+    ref = a[picked].double() @ b.double()
+    return ((c[picked].double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+
+
+# Below this per-call time a GPU call is worth replaying from a CUDA graph: host launch cost is
+# then a large part of it.
+GRAPH_BELOW_S = 100e-6
+
+
+@dataclass
+class Prepared:
+    """A matmul ready to time: its operands made and its product checked against float64.
+    `call(i)` runs it on operand set i % sets (rotating, so none is found in cache)."""
+
+    call: Callable[[int], object]
+    check_error: float
+    sets: int
+
+
+def prepare_matmul(
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    device: str,
+    *,
+    seed: int,
+    check_rows: int,
+    cache_bytes: int | None,
+    backend: str | Callable = "torch",
+    fast_accum: bool = False,
+    sets: int | None = None,
+) -> Prepared:
+    """Random operands (enough sets to rotate past the cache, or `sets`), C = A @ B through
+    `backend` (roofline.device.backends) checked against float64. Raises WrongResult instead of
+    returning a kernel whose output is wrong."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    if sets is None:
+        sets = min(MAX_SETS, buffer_sets(matmul_bytes(m, n, k, dtype), cache_bytes or 0))
+    inputs = [_operands(m, n, k, dtype, device, gen) for _ in range(sets)]
+    library = backends.backend(backend, matmul_fn(dtype, device, fast_accum))
+    operands = [library.operands(a, b) for a, b in inputs]
+    mm = library.matmul
+    with float32_math(dtype):
+        error = check_product(*inputs[0], library.product(mm(*operands[0])), check_rows, gen)
+    tolerance = DTYPES[dtype].tolerance
+    if not error <= tolerance:  # also catches NaN
+        raise WrongResult(
+            f"max relative error {error:.3g} > {tolerance:g} against float64 on {check_rows} rows"
+        )
+    return Prepared(lambda i: mm(*operands[i % sets]), error, sets)
+
+
+def measure_matmul(
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    kind: Kind,
+    *,
+    seed: int,
+    warmup: int,
+    repeats: int,
+    check_rows: int,
+    cache_bytes: int | None,
+    min_seconds: float = 0.0,
+    warmup_seconds: float = 0.0,
+    monitor: Callable[[], Any] | None = None,
+    backend: str = "torch",
+    threads: int | None = None,
+) -> Point:
+    """Check C = A @ B, then time it on `kind`'s timer (from a CUDA graph too where that
+    measures a short call better). Raises WrongResult instead of timing a kernel whose output
+    is wrong. `threads`: the host threads a CPU's calls run on (roofline.device.timing.sample)."""
+    ready = prepare_matmul(
+        m,
+        n,
+        k,
+        dtype,
+        kind.tensors(),
+        seed=seed,
+        check_rows=check_rows,
+        cache_bytes=cache_bytes,
+        backend=backend,
+    )
+    timer = kind.timer()
+    timing = dict(
+        timer=timer,
+        warmup=warmup,
+        repeats=repeats,
+        min_seconds=min_seconds,
+        warmup_seconds=warmup_seconds,
+        window=monitor,
+        threads=threads,
+    )
+    with float32_math(dtype):
+        samples, window, timed = sample(ready.call, **timing)
+        how = timer.name
+        if kind.graphs and summarize(samples)["median_s"] < GRAPH_BELOW_S:
+            replays, graph_window, graph_timed = sample(
+                kind.graph(ready.call, ready.sets), **timing
+            )
+            per_call = [t / ready.sets for t in replays]
+            if summarize(per_call)["median_s"] < summarize(samples)["median_s"]:
+                samples, window, timed = per_call, graph_window, graph_timed
+                how = f"CUDA graph of {ready.sets} calls, replayed back to back"
+            else:
+                how += " (a CUDA graph was not faster)"
+    return Point(samples, ready.check_error, ready.sets, how, window, timed)
+
+
+def measure_copy(
+    nbytes: int,
+    kind: Kind,
+    *,
+    seed: int,
+    warmup: int,
+    repeats: int,
+    min_seconds: float = 0.0,
+    warmup_seconds: float = 0.0,
+) -> list[float]:
+    """Time dst.copy_(src) for a buffer of `nbytes`; it reads and writes nbytes each."""
+    device = kind.tensors()
+    gen = torch.Generator(device=device).manual_seed(seed)
+    src = torch.randn(nbytes // 4, device=device, generator=gen)
+    dst = torch.empty_like(src)
+    work = lambda i: dst.copy_(src)  # noqa: E731
+    return sample(work, kind.timer(), warmup, repeats, min_seconds, warmup_seconds).samples

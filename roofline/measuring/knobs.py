@@ -1,0 +1,398 @@
+"""The lab's lesson, measured: "gaps are normal and tell you which knob to turn". Each knob is
+a pair of ways to run one matmul, a baseline and a variant, both checked against float64 first
+and timed in the same run, interleaved round by round (so drift hits both alike); its gain is
+variant / baseline TFLOP/s. A knob a device cannot turn is skipped with the reason.
+
+CPU: the textbook loop -> BLAS; 1 thread -> every core; torch's BLAS -> numpy's; float32 ->
+bfloat16; oneDNN capped below its best instructions -> uncapped.
+GPU: float32 -> tf32 -> float16 -> float8; float8's accumulation exact -> fast; cuBLASLt's
+heuristic -> TunableOp's search; eager calls -> one CUDA graph (a short call); operands
+rotated -> resident in L2 (why a benchmark must rotate them)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from roofline.core import arithmetic as ar
+from roofline.core.errors import RooflineError
+from roofline.core.schema import KnobMeasurement
+from roofline.device.kinds import Unavailable
+from roofline.device.peakflops import naive_matmul
+from roofline.device.timing import BenchSettings, Timer, sample
+from roofline.measuring.kernels import (
+    Prepared,
+    WrongResult,
+    float32_math,
+    prepare_matmul,
+    unsupported_reason,
+)
+from roofline.measuring.measure import CALL_ERRORS, Target, native_cpu_dtypes, raised
+
+
+@dataclass
+class Side:
+    """One way to run the knob's matmul: checked against float64 when it was made; `measure`
+    times one round of it, (seconds, first round) -> per-call samples."""
+
+    label: str
+    check_error: float
+    measure: Callable[[float, bool], list[float]]
+
+
+@dataclass
+class Knob:
+    name: str
+    baseline: str
+    variant: str
+    dtype: str
+    shape: list[int]
+    # Whether the lab kernel already runs the variant (True), leaves it unturned (False), or
+    # the knob says nothing of it (None: a methodology or a small-shape effect).
+    lab_turns: bool | None
+    sides: Callable[[], tuple[Side, Side]]
+
+
+@dataclass
+class Settings:
+    """What every side shares: the bench's settings (seed, warm-up, check) with the knobs' own
+    window in `bench.min_seconds` (per side, over its rounds), and how many rounds share it."""
+
+    bench: BenchSettings
+    rounds: int
+    threads: int = 1  # a CPU's cores, for a side measured in a process of its own
+
+
+def round_window(bench: BenchSettings, seconds: float, first: bool) -> BenchSettings:
+    """One round of a side: one call at least, `seconds` in all. Its first round warms up as
+    the benchmark does; a later one follows the other side's round: one call."""
+    warm = {} if first else {"warmup": 1, "warmup_seconds": 0.0}
+    return replace(bench, repeats=1, min_seconds=seconds, **warm)
+
+
+def in_process(
+    label: str,
+    prepared: Prepared,
+    timer: Timer,
+    s: Settings,
+    around: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
+    per_call: int = 1,
+) -> Side:
+    """A side timed here, under `around` (a thread count, a math mode, TunableOp); a timed call
+    that stands for `per_call` calls (a CUDA graph's replay) is divided by them."""
+
+    def measure(seconds: float, first: bool) -> list[float]:
+        window = round_window(s.bench, seconds, first)
+        with around():
+            samples = sample(prepared.call, timer, **window.sample_options()).samples
+        return [t / per_call for t in samples]
+
+    return Side(label, prepared.check_error, measure)
+
+
+def matmul(
+    target: Target, dtype: str, shape: list[int], settings: Settings, **options: Any
+) -> Prepared:
+    return prepare_matmul(
+        *shape,
+        dtype,
+        target.device,
+        seed=settings.bench.seed,
+        check_rows=settings.bench.check_rows,
+        cache_bytes=target.cache_bytes,
+        **options,
+    )
+
+
+@contextlib.contextmanager
+def threads(count: int) -> Iterator[None]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def cpu_knobs(target: Target, found: dict[str, Any], config: Any, s: Settings) -> list[Knob]:
+    shape, small = list(config.shape), list(config.naive_shape)
+    cores, timer = found["logical_cores"], target.kind.timer()
+    native = native_cpu_dtypes(set(found["isa"]))
+
+    def side(label: str, dtype: str, size: list[int], **options: Any) -> Side:
+        around = options.pop("around", contextlib.nullcontext)
+        return in_process(label, matmul(target, dtype, size, s, **options), timer, s, around)
+
+    def naive() -> tuple[Side, Side]:
+        loop = naive_matmul()
+        if loop is None:
+            raise Unavailable("no C compiler (cc, gcc or clang) here to compile the textbook loop")
+        return (
+            side("textbook loop (C, -O2)", "float32", small, backend=loop),
+            side("torch.matmul (BLAS)", "float32", small),
+        )
+
+    def all_cores() -> tuple[Side, Side]:
+        if cores < 2:
+            raise Unavailable("this machine has one core")
+        return (
+            side("1 thread", "float32", shape, around=lambda: threads(1)),
+            side(f"{cores} threads", "float32", shape, around=lambda: threads(cores)),
+        )
+
+    def library() -> tuple[Side, Side]:
+        return side("torch", "float32", shape), side("numpy", "float32", shape, backend="numpy")
+
+    def bfloat16() -> tuple[Side, Side]:
+        if "bfloat16" not in native:
+            raise Unavailable(unsupported_reason("bfloat16", "cpu", native))
+        return side("float32", "float32", shape), side("bfloat16", "bfloat16", shape)
+
+    def isa_cap() -> tuple[Side, Side]:
+        flags = set(found["isa"])
+        if "amx_bf16" in flags:
+            below, best = "AVX512_CORE_BF16", "AMX"
+        elif "avx512_bf16" in flags:
+            below, best = "AVX512_CORE", "AVX512-BF16"
+        else:  # a lower cap drops bfloat16 into a slow loop, not onto other instructions
+            raise Unavailable("no bfloat16 instructions here for oneDNN's cap to take away")
+        return (
+            capped_side(f"capped at {below}", below, shape, s),
+            capped_side(f"uncapped ({best})", None, shape, s),
+        )
+
+    return [
+        Knob("naive -> BLAS", "textbook loop", "BLAS", "float32", small, True, naive),
+        Knob("1 thread -> every core", "1 thread", "every core", "float32", shape, True, all_cores),
+        Knob("BLAS library", "torch", "numpy", "float32", shape, True, library),
+        Knob("float32 -> bfloat16", "float32", "bfloat16", "bfloat16", shape, False, bfloat16),
+        Knob("oneDNN instruction set", "capped", "uncapped", "bfloat16", shape, True, isa_cap),
+    ]
+
+
+def gpu_knobs(
+    target: Target, found: dict[str, Any], config: Any, s: Settings, tuning: Path
+) -> list[Knob]:
+    shape, small, l2 = list(config.shape), list(config.small_shape), list(config.l2_shape)
+    kind, capability = target.kind, found.get("compute_capability")
+    timer = kind.timer()
+
+    def side(label: str, dtype: str, size: list[int], **options: Any) -> Side:
+        around = options.pop("around", lambda: float32_math(dtype))
+        with around():  # checked as it is timed: under the same switch
+            prepared = matmul(target, dtype, size, s, **options)
+        return in_process(label, prepared, timer, s, around)
+
+    def needs(dtype: str, size: list[int]) -> None:
+        reason = unsupported_reason(dtype, "cuda", None, capability, size)
+        if reason:
+            raise Unavailable(reason)
+
+    def ladder(low: str, high: str) -> Callable[[], tuple[Side, Side]]:
+        def sides() -> tuple[Side, Side]:
+            needs(low, shape)
+            needs(high, shape)
+            return side(low, low, shape), side(high, high, shape)
+
+        return sides
+
+    def fast_accumulation() -> tuple[Side, Side]:
+        needs("float8_e4m3fn", shape)
+        return (
+            side("exact", "float8_e4m3fn", shape),
+            side("fast", "float8_e4m3fn", shape, fast_accum=True),
+        )
+
+    def tunable_op() -> tuple[Side, Side]:
+        offered, which = kind.tunable_offers()
+        if offered == 1:
+            # Both sides would be the same kernel, and a ~1.0x would read as a knob that does
+            # nothing; torch before 2.15 offered cuBLAS's own call only on CUDA.
+            raise Unavailable(
+                f"TunableOp offers 1 solution on this build ({which}): nothing to tune"
+            )
+        heuristic = side(
+            "cuBLASLt's heuristic", "float16", shape, around=lambda: kind.tunable(False, tuning)
+        )
+        picked = len(kind.tuned_solutions())
+        tuned = side(
+            "TunableOp's search", "float16", shape, around=lambda: kind.tunable(True, tuning)
+        )
+        # What its search of this shape picked (float64's product check is tuned too).
+        won = [name for op, name in kind.tuned_solutions()[picked:] if "_Half_" in op]
+        won = ", ".join(won) or "what it had found before"
+        tuned.label = f"TunableOp's search of {which}, which picked {won}"
+        return heuristic, tuned
+
+    def graph() -> tuple[Side, Side]:
+        eager = matmul(target, "float16", small, s)
+        replay = Prepared(kind.graph(eager.call, eager.sets), eager.check_error, 1)
+        return in_process("eager", eager, timer, s), in_process(
+            "CUDA graph", replay, timer, s, per_call=eager.sets
+        )
+
+    def residency() -> tuple[Side, Side]:
+        # A memory-bound shape whose operands fit in L2: rotated over sets that do not, its
+        # operands come from memory; one set stays in L2. Both sides replayed from CUDA graphs
+        # of the same number of calls, so launch cost is in neither.
+        needs_l2 = ar.matmul_bytes(*l2, "float16")
+        if not target.cache_bytes or 2 * needs_l2 > target.cache_bytes:
+            raise Unavailable(
+                f"{l2} in float16 ({needs_l2 / 2**20:.1f} MiB) does not fit twice in this "
+                f"GPU's L2 ({(target.cache_bytes or 0) / 2**20:.0f} MiB)"
+            )
+        rotated = matmul(target, "float16", l2, s)
+        resident = matmul(target, "float16", l2, s, sets=1)
+        calls = rotated.sets
+        return (
+            in_process(
+                f"rotated over {calls} sets",
+                Prepared(kind.graph(rotated.call, calls), rotated.check_error, 1),
+                timer,
+                s,
+                per_call=calls,
+            ),
+            in_process(
+                "resident in L2",
+                Prepared(kind.graph(resident.call, calls), resident.check_error, 1),
+                timer,
+                s,
+                per_call=calls,
+            ),
+        )
+
+    return [
+        Knob("float32 -> tf32", "float32", "tf32", "tf32", shape, True, ladder("float32", "tf32")),
+        Knob(
+            "tf32 -> float16", "tf32", "float16", "float16", shape, True, ladder("tf32", "float16")
+        ),
+        Knob(
+            "float16 -> float8",
+            "float16",
+            "float8_e4m3fn",
+            "float8_e4m3fn",
+            shape,
+            False,
+            ladder("float16", "float8_e4m3fn"),
+        ),
+        Knob(
+            "float8 fast accumulation",
+            "exact",
+            "fast",
+            "float8_e4m3fn",
+            shape,
+            False,
+            fast_accumulation,
+        ),
+        Knob(
+            "cuBLASLt -> TunableOp", "heuristic", "TunableOp", "float16", shape, False, tunable_op
+        ),
+        Knob("eager -> CUDA graph", "eager", "CUDA graph", "float16", small, None, graph),
+        Knob("rotated -> L2-resident", "rotated", "resident", "float16", l2, None, residency),
+    ]
+
+
+def measure_knob(name: str, knob: Knob, s: Settings) -> KnobMeasurement:
+    """Both sides of a knob, interleaved round by round; skipped or failed with the reason."""
+    m, n, k = knob.shape
+    point = KnobMeasurement(
+        name, knob.name, knob.baseline, knob.variant, knob.dtype, m, n, k, "measured"
+    )
+    point.lab_turns = knob.lab_turns
+    try:
+        baseline, variant = knob.sides()
+        point.baseline, point.variant = baseline.label, variant.label
+        point.baseline_check_error = baseline.check_error
+        point.variant_check_error = variant.check_error
+        seconds = s.bench.min_seconds / s.rounds
+        for round_ in range(s.rounds):
+            point.baseline_samples_s += baseline.measure(seconds, round_ == 0)
+            point.variant_samples_s += variant.measure(seconds, round_ == 0)
+    except Unavailable as why:
+        point.status, point.reason = "skipped", str(why)
+    except WrongResult as err:
+        point.status, point.reason = "failed", f"wrong result, not timed: {err}"
+    except (torch.OutOfMemoryError, RooflineError):
+        raise  # the stage's to report, with what it kept
+    except CALL_ERRORS as err:  # one knob's library refusing ends that knob, not the ladder
+        point.status, point.reason = "failed", f"the call raised: {raised(err)}"
+    if point.status != "measured":  # a knob not measured carries no samples
+        point.baseline_samples_s, point.variant_samples_s = [], []
+    return point
+
+
+def knobs_for(
+    target: Target, found: dict[str, Any], config: Any, s: Settings, tuning: Path
+) -> list[Knob]:
+    if target.kind.name == "cpu":
+        return cpu_knobs(target, found, config.cpu, s)
+    if target.kind.name == "cuda":
+        return gpu_knobs(target, found, config.cuda, s, tuning)
+    return []
+
+
+def measure_knobs(
+    name: str,
+    target: Target,
+    found: dict[str, Any],
+    config: Any,
+    s: Settings,
+    log: Callable[[str], None] = print,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """Every knob of this device, as rows; and TunableOp's results file, kept as text."""
+    with tempfile.TemporaryDirectory() as tmp:
+        tuning = Path(tmp, "tunableop_results.csv")
+        rows = []
+        for knob in knobs_for(target, found, config, s, tuning):
+            rows.append(measure_knob(name, knob, s))
+            log(describe(rows[-1]))
+        kept = tuning.read_text(encoding="utf-8") if tuning.exists() else None
+    return [asdict(row) for row in rows], kept
+
+
+def describe(point: KnobMeasurement) -> str:
+    if point.status != "measured":
+        return f"{point.device} knob {point.knob}: {point.status}: {point.reason}"
+    base = ar.summarize(point.baseline_samples_s)["median_s"]
+    var = ar.summarize(point.variant_samples_s)["median_s"]
+    return (
+        f"{point.device} knob {point.knob}: {point.baseline} -> {point.variant}: {base / var:.3g}x"
+    )
+
+
+def capped_side(label: str, isa: str | None, shape: list[int], s: Settings) -> Side:
+    """bfloat16 through oneDNN in a process of its own, its instruction set capped at `isa`
+    (None: uncapped): oneDNN reads ONEDNN_MAX_CPU_ISA once, when torch loads. The process
+    checks the product first; each round is a process timing it."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")
+    }
+    if isa:
+        env["ONEDNN_MAX_CPU_ISA"] = isa
+
+    def run(window: BenchSettings) -> dict[str, Any]:
+        options = json.dumps([shape, s.threads, asdict(window)])
+        args = [sys.executable, "-m", "roofline.measuring.capped", options]
+        done = subprocess.run(args, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise Unavailable(f"oneDNN capped at {isa} did not run: {done.stderr.strip()[-300:]}")
+        return json.loads(done.stdout)
+
+    def measure(seconds: float, first: bool) -> list[float]:
+        # Each round a fresh process: the bench's warm-up count every round, none by time.
+        return run(replace(s.bench, repeats=1, min_seconds=seconds, warmup_seconds=0.0))["samples"]
+
+    checked = run(replace(s.bench, min_seconds=0.0))  # a window of 0 s: checked, not timed
+    if checked["error"]:
+        raise WrongResult(checked["error"])
+    return Side(label, checked["check_error"], measure)

@@ -1,0 +1,181 @@
+"""Measure points on one device: where the kernels run (a Target), one (dtype, shape) point,
+and the copy that gives the memory ceiling. Measurements only: peaks and MFU are applied by
+the aggregate stage.
+
+Needs torch only (nvidia-ml-py for GPU telemetry), so the GPU suite runs it on a bare image."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from roofline.core import arithmetic as ar
+from roofline.core.dtypes import DTYPES
+from roofline.core.errors import RooflineError
+from roofline.core.schema import Measurement, empty, measurement
+from roofline.device import backends, kinds, telemetry
+from roofline.device.timing import BenchSettings
+from roofline.measuring.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
+
+
+@dataclass
+class Target:
+    """Where the kernels run (a kind of device), and what is known of it before they do."""
+
+    kind: kinds.Kind
+    cache_bytes: int | None  # last-level cache (CPU) or L2 (GPU), for buffer rotation
+    memory_bytes: int
+    native: set[str] | None  # CPU dtypes with native hardware support
+    threads: int | None = None  # the host threads a CPU's kernels run on (every logical core)
+
+    @property
+    def device(self) -> str:
+        """The torch device its tensors live on."""
+        return self.kind.tensors()
+
+    @property
+    def monitor(self) -> Callable[[], Any] | None:
+        return self.kind.monitor()
+
+
+def native_cpu_dtypes(flags: set[str]) -> set[str]:
+    """The dtypes this CPU runs natively: float32 everywhere, the others by their flags."""
+    return {
+        name for name, d in DTYPES.items() if d.cpu_everywhere or ar.cpu_flop_per_cycle(name, flags)
+    }
+
+
+def cpu_target(found: dict[str, Any]) -> Target:
+    # Every core, for every library: torch.utils.benchmark would use one thread, and numpy's
+    # BLAS follows its own environment variables.
+    from threadpoolctl import threadpool_limits  # the CPU's only: a GPU image may lack it
+
+    torch.set_num_threads(found["logical_cores"])
+    threadpool_limits(limits=found["logical_cores"], user_api="blas")
+    native = native_cpu_dtypes(set(found["isa"]))
+    cores = found["logical_cores"]
+    return Target(kinds.Kind(), found.get("cache_bytes"), found["memory_bytes"], native, cores)
+
+
+def gpu_target(found: dict[str, Any], log: Callable[[str], None]) -> Target:
+    kind = kinds.Cuda(found["index"], found.get("uuid"))
+    if kind.telemetry_error:
+        log(kind.telemetry_error)
+    return Target(kind, found.get("l2_bytes"), found["memory_bytes"], None)
+
+
+def target_for(kind: str, found: dict[str, Any], log: Callable[[str], None]) -> Target:
+    if kind == "mps":  # no cache size to rotate past: unified memory
+        return Target(kinds.Mps(), None, found["memory_bytes"], None)
+    return cpu_target(found) if kind == "cpu" else gpu_target(found, log)
+
+
+# What a failing library call raises, recorded as the point's failure, not the stage's (out of
+# memory, a RuntimeError too, and a refusal, a RooflineError, ConfigError a ValueError too, are
+# caught before them: they end the stage). ValueError: a user's backend refusing its operands.
+CALL_ERRORS = (RuntimeError, AttributeError, TypeError, NotImplementedError, ValueError)
+
+
+def raised(err: BaseException) -> str:
+    """An exception in one line of a row's reason."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0][:300] if lines else ''}".rstrip(": ")
+
+
+def measure_point(
+    name: str,
+    dtype: str,
+    shape: list[int],
+    target: Target,
+    bench: BenchSettings,
+    found: dict[str, Any],
+    backend: str = "torch",
+) -> Measurement:
+    """One (dtype, shape, backend): skipped, failed (wrong result, never timed) or measured."""
+    skip = backends.unsupported(backend, dtype, target.kind.name) or unsupported_reason(
+        dtype, target.kind.name, target.native, found.get("compute_capability"), shape
+    )
+    if skip:
+        return empty(name, dtype, shape, "skipped", skip, backend)
+    try:
+        point = measure_matmul(
+            *shape,
+            dtype,
+            target.kind,
+            seed=bench.seed,
+            check_rows=bench.check_rows,
+            cache_bytes=target.cache_bytes,
+            monitor=target.monitor,
+            backend=backend,
+            threads=target.threads,
+            **bench.sample_options(),
+        )
+    except WrongResult as err:
+        return empty(name, dtype, shape, "failed", f"wrong result, not timed: {err}", backend)
+    except (torch.OutOfMemoryError, RooflineError):
+        raise  # the stage's to report, with what it kept
+    except CALL_ERRORS as err:
+        # A library that refuses this dtype here (cuBLAS, a scaled-matmul API that differs on
+        # this torch) fails this point only: the others are still measured and recorded.
+        return empty(name, dtype, shape, "failed", f"the call raised: {raised(err)}", backend)
+    summary = telemetry.summarize(point.window, found.get("max_sm_clock_mhz"))
+    return measurement(
+        name,
+        dtype,
+        shape,
+        point.samples,
+        point.check_error,
+        summary,
+        backend,
+        point.timing,
+        point.timed,
+    )
+
+
+def describe(point: Measurement) -> str:
+    """One log line for a point: what was measured (its interpretation is the aggregate's)."""
+    where = f"{point.device} {point.dtype} {[point.m, point.n, point.k]} ({point.backend})"
+    if point.status != "measured":
+        return f"{where}: {point.status}: {point.reason}"
+    stats = ar.summarize(point.samples_s)
+    rate = ar.tflops(ar.matmul_flops(point.m, point.n, point.k), stats["median_s"])
+    text = (
+        f"{where}: {rate:.4g} TFLOP/s (median {stats['median_s']:.4g} s, spread "
+        f"{stats['spread']:.1%}, {len(point.samples_s)} reps)"
+    )
+    if point.sm_clock_mhz is not None:
+        text += f", SM {point.sm_clock_mhz:.0f} MHz"
+    if point.power_w is not None:  # some boards answer clocks and refuse power (a GeForce)
+        text += f", {point.power_w:.0f} W"
+    if point.window_cut:
+        text += f", window {point.window_cut}"
+    elif point.window_s is not None:
+        text += f", window {point.window_s:.3g} s"
+    if point.cpu_share is not None:  # what the host left it: interpretation is the aggregate's
+        text += f", {point.cpu_share:.0%} of the CPU"
+    if point.other_runnable:
+        text += f", {point.other_runnable} other runnable"
+    if point.steal:
+        text += f", {point.steal:.1%} stolen"
+    return text
+
+
+def measure_memory_ceiling(target: Target, bench: BenchSettings, nbytes: int) -> dict[str, Any]:
+    """A copy of `nbytes` on the device, bytes read and written both counted: its measured
+    memory-bandwidth ceiling, with every sample."""
+    samples = measure_copy(
+        nbytes,
+        target.kind,
+        seed=bench.seed,
+        **bench.sample_options(),
+    )
+    stats = ar.summarize(samples)
+    return {
+        "bytes_moved": 2 * nbytes,
+        **stats,
+        "gbps": ar.gbps(2 * nbytes, stats["median_s"]),
+        "samples_s": samples,
+    }

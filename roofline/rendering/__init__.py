@@ -1,0 +1,1 @@
+"""Rendering: the roofline plot and the report pages."""
