@@ -385,3 +385,19 @@ def test_an_unknown_physical_core_count_is_allowed(cpu_record):
     record["found"]["physical_cores"] = None  # the probe could not tell
     path.write_text(json.dumps(record), encoding="utf-8")
     assert load_record("cpu", path)["found"]["physical_cores"] is None
+
+
+def test_a_run_under_umask_022_leaves_its_files_readable_by_others(recorded, tmp_path):
+    # Everything is written atomically (a temporary file renamed): it must still get the mode a
+    # plain open() gives, or other users of a shared pod cannot read the lab's files.
+    project = tmp_path / "project"
+    shutil.copytree(recorded, project)
+    (project / "params.yaml").unlink()  # written afresh, as every deliverable is
+    steps = ["roofline.compose", *(f"stages.{stage}" for stage in RENDER)]
+    script = " && ".join(f"{sys.executable} -m {step}" for step in steps)
+    done = subprocess.run(
+        ["bash", "-c", f"umask 022 && {script}"], cwd=project, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    for name in ("params.yaml", f"{EXPERIMENT}/results.csv", f"{EXPERIMENT}/REPORT.md"):
+        assert stat.S_IMODE((project / name).stat().st_mode) == 0o644, name
