@@ -24,11 +24,12 @@ from roofline.core import arithmetic as ar
 from roofline.core.dtypes import NAMES
 from roofline.core.errors import HardwareError, run
 from roofline.core.schema import KnobMeasurement
-from roofline.device.hardware import find_device, gpu_info, identity
+from roofline.device.hardware import gpu_info
 from roofline.device.timing import BenchSettings
 from roofline.interpretation.datasheets import judged
 from roofline.interpretation.interpret import assumed_clock_mhz, interpret, lab_checks
 from roofline.interpretation.rows import knob_row, row
+from roofline.machines.identity import find_device, identity
 from roofline.measuring.kernels import prepare_matmul
 from roofline.measuring.knobs import Settings, measure_knobs
 from roofline.measuring.measure import (

@@ -104,7 +104,8 @@ def decide(
 ) -> tuple[dict[Path, Any], str, bool]:
     """What the probe writes for a device ({path: record}, its fingerprint included), what it
     says, and whether it decided from files alone (not from DVC's cache or remote)."""
-    from roofline.device.hardware import locate, torch_version
+    from roofline.device.hardware import torch_version
+    from roofline.machines.identity import locate
     from roofline.machines.keys import measuring_keys, pending_keys
     from roofline.machines.records import (
         fingerprint,
@@ -160,7 +161,8 @@ def probe(argv: list[str]) -> None:
 
     from roofline.configuration.params import probe_devices, read_params
     from roofline.core.files import json_text, write_texts_atomic
-    from roofline.device.hardware import BOOT_CACHE, live_hardware, unmatched_gpus
+    from roofline.device.hardware import BOOT_CACHE, live_hardware
+    from roofline.machines.identity import unmatched_gpus
     from roofline.machines.keys import measuring_keys
 
     parser = argparse.ArgumentParser(description=__doc__)

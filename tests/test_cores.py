@@ -16,9 +16,10 @@ import pytest
 
 from roofline.core.schema import measurement
 from roofline.device import hardware, peakflops
-from roofline.device.hardware import describe, identity, physical_cores_of, same_machine
+from roofline.device.hardware import physical_cores_of
 from roofline.device.timing import HostTimer, host_window, read_host, sample
 from roofline.interpretation.rows import row, shared_window
+from roofline.machines.identity import describe, identity, same_machine
 from roofline.machines.records import probe_decision
 
 CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []

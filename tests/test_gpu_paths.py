@@ -179,7 +179,7 @@ RENTED = [
 
 @pytest.mark.parametrize(("name", "device", "fp16", "bandwidth"), RENTED)
 def test_every_rented_sku_is_one_device_and_one_datasheet_line(name, device, fp16, bandwidth):
-    from roofline.device.hardware import find_device
+    from roofline.machines.identity import find_device
 
     devices = device_files(ROOT / "conf/device")
     gpu = dict(H100_POD["gpus"][0], name=name)
@@ -201,7 +201,7 @@ def test_every_rented_sku_is_one_device_and_one_datasheet_line(name, device, fp1
     "name", ["NVIDIA GH200 480GB", "NVIDIA H100", "NVIDIA A100-SXM4-80GB MIG 3g.40gb"]
 )
 def test_a_gh200_and_a_mig_slice_get_no_datasheet(name, capsys):
-    from roofline.device.hardware import find_device
+    from roofline.machines.identity import find_device
 
     devices = device_files(ROOT / "conf/device")
     gpu = dict(H100_POD["gpus"][0], name=name)

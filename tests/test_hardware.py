@@ -6,7 +6,8 @@ import pytest
 
 from roofline.core.errors import HardwareError
 from roofline.device import hardware
-from roofline.device.hardware import find_device, identity, live_hardware, unmatched_gpus
+from roofline.device.hardware import live_hardware
+from roofline.machines.identity import find_device, identity, unmatched_gpus
 from tests.conftest import H100_POD, LAPTOP, config, device
 
 CPU = device(

@@ -11,10 +11,10 @@ from typing import Any
 from roofline.core.arithmetic import cpu_flop_per_cycle
 from roofline.core.dtypes import DTYPES
 from roofline.core.schema import Measurement
-from roofline.device.hardware import kind
 from roofline.interpretation.manifest import DeviceEntry, PublishedFigure
 from roofline.interpretation.roofs import cpu_peak_tflops, implied_clock_ghz
 from roofline.interpretation.rows import Row, row
+from roofline.machines.identity import kind
 
 LAB_CAUSES = "no warm-up, no synchronisation, a wrong FLOP count, or throttled clocks"
 

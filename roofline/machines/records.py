@@ -33,14 +33,8 @@ from roofline.core.errors import RecordError
 from roofline.core.files import read_json
 from roofline.core.paths import RECORDS, device_dir, fingerprint_path, results_path
 from roofline.core.schema import SCHEMA_VERSION, check_version, empty
-from roofline.device.hardware import (
-    BOOT_CACHE,
-    describe,
-    describe_apart,
-    live_hardware,
-    locate,
-    same_machine,
-)
+from roofline.device.hardware import BOOT_CACHE, live_hardware
+from roofline.machines.identity import describe, describe_apart, locate, same_machine
 from roofline.machines.keys import fingerprint_values, recorded_key
 
 NEVER = "never measured"
