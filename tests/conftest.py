@@ -45,7 +45,8 @@ H100_POD = {
 }
 
 
-# A datasheet line's fields (roofline.interpretation.datasheets.Sku), which `device` takes flat for brevity.
+# A datasheet line's fields (roofline.interpretation.datasheets.Sku), which `device` takes flat for
+# brevity.
 DATASHEET = (
     "sku",
     "source",

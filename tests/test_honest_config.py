@@ -65,8 +65,9 @@ def refused(*overrides: str) -> str:
 
 # 1. Bounded work ------------------------------------------------------------------------------
 
-# Numbers a user sets that are neither a count nor a duration: a seed, and a matrix size (sizes
-# are held to the device's memory instead: roofline.interpretation.lab_schema.memory_errors, the stages).
+# Numbers a user sets that are neither a count nor a duration: a seed, and a matrix size (sizes are
+# held to the device's memory instead: roofline.interpretation.lab_schema.memory_errors, the
+# stages).
 NOT_WORK = {"bench.seed", "sweep.skinny_nk"}
 
 

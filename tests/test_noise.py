@@ -23,7 +23,8 @@ from tests.golden import HERE, ROOT, parsed
 
 N = 8192
 
-# What the timed window had of the host (Measurement's fields), as roofline.device.timing records them.
+# What the timed window had of the host (Measurement's fields), as roofline.device.timing records
+# them.
 BUSY = dict(window_s=10.0, cpu_share=0.48, cpu_idle=0.0, other_runnable=2, steal=0.0)
 QUIET = dict(window_s=10.0, cpu_share=0.99, cpu_idle=0.0, other_runnable=0, steal=0.0)
 # A one-thread BLAS call on an idle machine: half the CPU, the other half idle, nobody else.

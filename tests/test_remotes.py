@@ -1,5 +1,5 @@
-"""Results travel through a real S3 protocol server on loopback (moto's server mode, as dvc-s3's
-own tests use), and a push or pull that fails names the remote and leaves the workspace as it was."""
+"""Results travel through a real S3 protocol server on loopback (moto's server mode, as dvc-s3's own
+tests use), and a push or pull that fails names the remote and leaves the workspace as it was."""
 
 import json
 import sys

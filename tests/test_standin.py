@@ -1,5 +1,6 @@
 """The GPU path end to end on the CUDA stand-in (tests/fakes/cuda): torch.cuda and NVML played
-on this CPU through the seam a real GPU uses (roofline.device.kinds). Real subprocesses (`dvc repro`,
+on this CPU through the seam a real GPU uses (roofline.device.kinds). Real subprocesses (`dvc
+repro`,
 `scripts/gpu-check`) get it from PYTHONPATH; the rest install it in this process (`played`)."""
 
 import csv

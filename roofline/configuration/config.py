@@ -36,15 +36,16 @@ Kind = Enum("Kind", {name: name for name in KINDS})
 @dataclass
 class DeviceConfig:
     """What a device's measuring stages read of it (MEASURING_KEYS). Its datasheets, price and
-    the lab's bands are interpretation (roofline.interpretation.lab_schema), so a fix there re-renders the
+    the lab's bands are interpretation (roofline.interpretation.lab_schema), so a fix there
+    re-renders the
     deliverables and re-measures nothing."""
 
     kind: Kind = MISSING
     recognise: Recognise = field(default_factory=Recognise)
     dtypes: list[DType] = field(default_factory=list)
     shapes: list[list[int]] = field(default_factory=list)
-    # The libraries each point goes through (roofline/device/backends.py): torch; on a CPU also numpy's
-    # BLAS, or "module:function" of your own. The fastest is the device's headline.
+    # The libraries each point goes through (roofline/device/backends.py): torch; on a CPU also
+    # numpy's BLAS, or "module:function" of your own. The fastest is the device's headline.
     backends: list[str] = field(default_factory=lambda: ["torch"])
 
 

@@ -1,6 +1,6 @@
 """params.yaml as plain data, read with libyaml: every stage reads it and the probes run on
-every `dvc repro`, so reading it must cost next to nothing. What a probe reads of a device
-(`kind`, `recognise`) is checked here; the rest by the schema (roofline/configuration/config.py), which
+every `dvc repro`, so reading it must cost next to nothing. What a probe reads of a device (`kind`,
+`recognise`) is checked here; the rest by the schema (roofline/configuration/config.py), which
 measuring stages build and which costs a probe more than its own work."""
 
 import re

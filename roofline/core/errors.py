@@ -1,5 +1,6 @@
-"""Errors that end a stage or command with their message alone: each names the value or state
-at fault, what is allowed, and the way out. `run` reports every one of them the same way, for stages and commands alike."""
+"""Errors that end a stage or command with their message alone: each names the value or state at
+fault, what is allowed, and the way out. `run` reports every one of them the same way, for stages
+and commands alike."""
 
 import errno
 import sys

@@ -26,18 +26,19 @@ SCHEMA_VERSION = 3
 
 
 class TimingMode(enum.StrEnum):
-    """How a point's samples were timed. Only a host clock times the host along with the work,
-    so only its window's share of the host can say the figure is noisy (roofline.interpretation.rows)."""
+    """How a point's samples were timed. Only a host clock times the host along with the work, so
+    only its window's share of the host can say the figure is noisy (roofline.interpretation.rows).
+    """
 
     HOST = "host"  # a host clock around each call (roofline.device.timing.HostTimer)
     EVENTS = "events"  # device events around calls queued back to back (EventTimer)
     GRAPH = "graph"  # a CUDA graph of calls, replayed back to back, per call
 
 
-# How the timers (roofline.device.kinds) and roofline.measuring.kernels describe a timing: "host clock", "cuda
-# events, calls back to back" (or "mps events"; "... (a CUDA graph was not faster)"), "CUDA
-# graph of 4 calls, replayed back to back".
-# The texts records written before timing_mode carry (what HostTimer and a graph said then).
+# How the timers (roofline.device.kinds) and roofline.measuring.kernels describe a timing: "host
+# clock", "cuda events, calls back to back" (or "mps events"; "... (a CUDA graph was not faster)"),
+# "CUDA graph of 4 calls, replayed back to back". The texts records written before timing_mode carry
+# (what HostTimer and a graph said then).
 TIMING_TEXTS = (("host clock", TimingMode.HOST), ("CUDA graph of", TimingMode.GRAPH))
 
 
@@ -78,8 +79,8 @@ class Measurement:
     throttle_reasons: str = ""  # clock-event reasons seen, idleness left out
     other_processes: str = ""  # other processes computing on the GPU during the window
     telemetry_errors: str = ""  # NVML reads that failed
-    # The timed window (roofline.device.timing.TimedWindow), on every device: its length, whether the
-    # call cap cut it, and how much of the host it had; None where the OS does not report it.
+    # The timed window (roofline.device.timing.TimedWindow), on every device: its length, whether
+    # the call cap cut it, and how much of the host it had; None where the OS does not report it.
     window_s: float | None = None  # wall seconds of the timed calls, host clock
     window_cut: str = ""  # e.g. "0.04 s of the 0.5 s asked: cut by the 10,000-call cap"
     cpu_share: float | None = None  # our CPU time / (window_s x threads); CPU devices only

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from roofline.core.errors import HardwareError
 
-# platform, roofline.device.kinds, .dtypes and .timing are imported where they are used: the probe of
-# every device imports this module for boot() on every `dvc repro`, and answers from its cache
+# platform, roofline.device.kinds, .dtypes and .timing are imported where they are used: the probe
+# of every device imports this module for boot() on every `dvc repro`, and answers from its cache
 # when nothing changed (stages/probe.py).
 
 if TYPE_CHECKING:  # omegaconf stays optional here: the GPU suite runs without it

@@ -67,10 +67,11 @@ MAX_CALLS = 10_000
 
 @dataclass
 class BenchSettings:
-    """How every point is measured: the pipeline's `bench` (its Hydra schema, roofline/configuration/config.py,
-    is this class; conf/config.yaml sets it), the GPU suite's, and, each with its own window put
-    in by `dataclasses.replace`, the sweep's and the knobs'. Defined once, here, so that no copy
-    of it times differently; standard library only, for a bare GPU image."""
+    """How every point is measured: the pipeline's `bench` (its Hydra schema,
+    roofline/configuration/config.py, is this class; conf/config.yaml sets it), the GPU suite's,
+    and, each with its own window put in by `dataclasses.replace`, the sweep's and the knobs'.
+    Defined once, here, so that no copy of it times differently; standard library only, for a bare
+    GPU image."""
 
     seed: int = 0  # inputs are torch.randn from this seed, never zeros
     warmup: int = 3  # untimed calls first (library heuristics, caches, clocks ramping)...
@@ -87,8 +88,8 @@ class BenchSettings:
     copy_mib: int = 1024
 
     def sample_options(self) -> dict[str, Any]:
-        """The keywords `sample` takes from these settings (roofline.measuring.kernels passes them on), so
-        a setting the timer reads reaches it without each caller naming it."""
+        """The keywords `sample` takes from these settings (roofline.measuring.kernels passes them
+        on), so a setting the timer reads reaches it without each caller naming it."""
         return {
             "warmup": self.warmup,
             "repeats": self.repeats,

@@ -200,7 +200,8 @@ def device_entry(
 
 
 def datasheet(dev: dict[str, Any]) -> Datasheet:
-    """The datasheet line the device is judged against, as roofline.interpretation.datasheets.judged chose it."""
+    """The datasheet line the device is judged against, as roofline.interpretation.datasheets.judged
+    chose it."""
     return Datasheet(
         sku_name=dev["sku_name"],
         source=dev["source"],
@@ -328,8 +329,8 @@ def aggregate(
     knobs: dict[str, dict[str, Any]] | None = None,
     older: dict[str, dict[str, list[str]]] | None = None,
 ) -> Deliverables:
-    """Every device's measurements joined with their interpretation, in config order; `older`:
-    per device, the records measured by other code or params than today's (roofline.machines.keys)."""
+    """Every device's measurements joined with their interpretation, in config order; `older`: per
+    device, the records measured by other code or params than today's (roofline.machines.keys)."""
     knobs, older = knobs or {}, older or {}
     sheets = {
         name: judged(name, to_plain(cfg.devices[name]), measured_name(record))

@@ -5,9 +5,10 @@ torch reports (`name`; "*": any, for a CPU or a Mac's GPU). The name measured is
 the line chosen for it is interpretation, applied by `aggregate` (and the GPU suite), never by
 a measuring stage, so adding or fixing a line re-renders and re-measures nothing.
 
-A measured name with no line (a new variant, a MIG slice) keeps its measurement and gets no
-MFU; `missing` says which line to add. The lab's band and done threshold sit on the line they
-were written for, so they apply to that SKU only. The lines' schema is roofline/interpretation/lab_schema.py;
+A measured name with no line (a new variant, a MIG slice) keeps its measurement and gets no MFU;
+`missing` says which line to add. The lab's band and done threshold sit on the line they were
+written for, so they apply to that SKU only. The lines' schema is
+roofline/interpretation/lab_schema.py;
 this module is plain Python, so the GPU suite reads conf files without omegaconf."""
 
 from collections.abc import Mapping

@@ -30,8 +30,9 @@ def assumed_clock_mhz(
 
 def peaks(dev: Any, record: dict[str, Any]) -> dict[str, tuple[float, str]]:
     """Dense peak TFLOP/s and where it comes from, per dtype: `peak_tflops` of the datasheet the
-    device is judged against (roofline.interpretation.datasheets.judged); on a CPU, for dtypes without one,
-    cores x clock x FLOP per cycle of the best native instruction set, the clock from the
+    device is judged against (roofline.interpretation.datasheets.judged); on a CPU, for dtypes
+    without one, cores x clock x FLOP per cycle of the best native instruction set, the clock from
+    the
     datasheet (`clock_ghz`) or as the run measured it."""
     source = f"datasheet (dense): {dev.get('source') or dev.get('sku')}"
     source = source if kind(dev) == "cuda" else "set in conf"
@@ -102,7 +103,8 @@ def no_peak(dev: Any, dtype: str, record: dict[str, Any]) -> str:
 def interpret(points: list[Measurement], dev: dict[str, Any], record: dict[str, Any]) -> list[Row]:
     """results.csv rows for a device's points (its lab record's or its sweep's): each against
     the peak of its dtype in `dev`, the device judged against the datasheet of the SKU measured
-    (roofline.interpretation.datasheets.judged); pending ones saying where to measure them. `record` is the
+    (roofline.interpretation.datasheets.judged); pending ones saying where to measure them. `record`
+    is the
     device's lab results record, whose run the peaks come from."""
     peak_of = peaks(dev, record)
     # A CPU's own ceilings from the same run, which a row far below is noisy against.

@@ -1,6 +1,6 @@
-"""The lab's whole config schema: the measuring schema (roofline/configuration/config.py) and each device's
-datasheet lines (`skus`), price and pod task. Read by the aggregate stage, composition and the
-launcher; never by a measuring stage, so a datasheet fix re-measures nothing."""
+"""The lab's whole config schema: the measuring schema (roofline/configuration/config.py) and each
+device's datasheet lines (`skus`), price and pod task. Read by the aggregate stage, composition and
+the launcher; never by a measuring stage, so a datasheet fix re-measures nothing."""
 
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -19,8 +19,8 @@ from roofline.core.schema import fits, typing_name
 
 REMAKE = "remake it from the recorded results: `uv run dvc repro --force -s aggregate`"
 
-# A device record's states (roofline.machines.records.KNOWN; not imported from there, which would bring
-# the several-machines code into the plot's and the report's dependencies).
+# A device record's states (roofline.machines.records.KNOWN; not imported from there, which would
+# bring the several-machines code into the plot's and the report's dependencies).
 STATUSES = ("measured", "pending", "lost")
 
 
@@ -39,7 +39,8 @@ class Recorded:
 
 @dataclass(frozen=True)
 class Hardware(Recorded):
-    """What a results record says it measured (roofline.device.hardware): a GPU's name, a CPU's model."""
+    """What a results record says it measured (roofline.device.hardware): a GPU's name, a CPU's
+    model."""
 
     name: str | None = None
     model: str | None = None
@@ -150,7 +151,8 @@ class SweepRun:
 
 @dataclass(frozen=True)
 class OlderStage:
-    """A measuring stage whose record other code or params than today's measured (roofline.machines.keys)."""
+    """A measuring stage whose record other code or params than today's measured
+    (roofline.machines.keys)."""
 
     older: list[str]  # "code", "params"
     git_revision: str | None
@@ -271,7 +273,8 @@ def allowed(kind: Any) -> str:
 
 def read_as(kind: Any, value: Any, name: str, where: str, fix: str = REMAKE) -> Any:
     """A JSON value as `kind`: a record, a list or JSON object of them, or a plain value checked
-    as roofline.core.schema checks a row's (bool is no number; numbers finite); SchemaError names the
+    as roofline.core.schema checks a row's (bool is no number; numbers finite); SchemaError names
+    the
     field (`name`, dotted) in `where` (the file and device), and `fix`, how to mend it."""
     if kind is Any:
         return value

@@ -16,8 +16,8 @@ measuring stages (benchmark, sweep, knobs): fingerprint "never measured" -> pend
            as it is (it is the record's own keys that DVC then locks: never a claim that the
            current code measured it).
 
-The fingerprint carries a key per measuring stage (roofline/machines/keys.py), which DVC reads as that
-stage's params: the current code's and params' where the device is here, the record's keys
+The fingerprint carries a key per measuring stage (roofline/machines/keys.py), which DVC reads as
+that stage's params: the current code's and params' where the device is here, the record's keys
 elsewhere. So a change of measuring code re-measures the devices this machine has, and stales
 no other device's stage: its lock, its files and the pod's `git pull` are left alone."""
 

@@ -77,7 +77,8 @@ def table(rows: pd.DataFrame) -> str:
 
 
 def run_of(entry: DeviceEntry) -> MeasuredRun:
-    """A measured device's run (roofline.interpretation.manifest checked that a measured entry has one)."""
+    """A measured device's run (roofline.interpretation.manifest checked that a measured entry has
+    one)."""
     if entry.measured is None:
         raise ValueError(f"{entry.sku} was not measured: it has no run to report")
     return entry.measured
@@ -106,7 +107,8 @@ def achieved_sentence(head: Any, entry: DeviceEntry) -> str:
 
 
 def above_peak(head: Any) -> bool:
-    """A figure above its dense peak: its MFU is left blank (roofline.interpretation.rows.row), never shown."""
+    """A figure above its dense peak: its MFU is left blank (roofline.interpretation.rows.row),
+    never shown."""
     return pd.isna(head.mfu) and pd.notna(head.peak_tflops)
 
 
@@ -624,7 +626,8 @@ def largest_loss(steps: list[Step]) -> tuple[Step, Step] | None:
     return below, above
 
 
-# A breakdown's steps (roofline.interpretation.ceilings.breakdown), as a loss, and as what a step leaves.
+# A breakdown's steps (roofline.interpretation.ceilings.breakdown), as a loss, and as what a step
+# leaves.
 LOSS = {
     StepId.CLOCK: "the SM clock under load",
     StepId.FMA: "the cores' own FMA throughput",

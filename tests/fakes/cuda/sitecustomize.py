@@ -1,5 +1,6 @@
 """Installs the CUDA stand-in (played_cuda) in every Python process whose PYTHONPATH starts
-with this folder: torch.cuda is played once torch is imported, roofline.device.kinds' tensor placement
+with this folder: torch.cuda is played once torch is imported, roofline.device.kinds' tensor
+placement
 once it is. Nothing is imported here, so processes that use neither (dvc, git hooks) pay nothing."""
 
 import importlib.abc
