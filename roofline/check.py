@@ -20,9 +20,10 @@ import pandas as pd
 
 from roofline.core.errors import ConfigError, run
 from roofline.core.paths import EXPERIMENT
-from roofline.interpretation.ceilings import lab_headline, load_table
+from roofline.interpretation.ceilings import lab_headline
 from roofline.interpretation.interpret import judge
 from roofline.interpretation.manifest import Manifest, ManifestJson, as_manifest, load_manifest
+from roofline.interpretation.tables import load_table
 
 MEASURE = "`uv run dvc repro` on a machine with it measures it"
 

@@ -3,8 +3,8 @@ roofline.json (the interactive roofline that `dvc plots show` renders); knobs.cs
 
 from roofline.core.files import atomic_paths, json_text
 from roofline.core.paths import EXPERIMENT
-from roofline.interpretation.ceilings import load_knobs, load_table
 from roofline.interpretation.manifest import load_manifest
+from roofline.interpretation.tables import load_knobs, load_table
 from roofline.rendering.plot import draw, draw_knobs, draw_sweeps, interactive
 from stages import RENDERED, run
 

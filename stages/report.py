@@ -3,8 +3,8 @@ REPORT-appendix.md (each device's whole story, every point against the roofline'
 
 from roofline.core.files import write_texts_atomic
 from roofline.core.paths import EXPERIMENT
-from roofline.interpretation.ceilings import load_knobs, load_table
 from roofline.interpretation.manifest import load_manifest
+from roofline.interpretation.tables import load_knobs, load_table
 from roofline.rendering.report import appendix, render
 from stages import RENDERED, run
 

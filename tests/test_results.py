@@ -12,7 +12,7 @@ from roofline.core import files, schema
 from roofline.core.files import write_text_atomic
 from roofline.core.schema import SchemaError, empty, measurement, measurement_from_dict
 from roofline.interpretation.aggregate import aggregate, load_record
-from roofline.interpretation.ceilings import load_table
+from roofline.interpretation.tables import load_table
 from roofline.rendering.plot import draw, interactive
 from roofline.rendering.report import appendix, render
 from tests.conftest import config, device, empty_row, measured_row

@@ -4,7 +4,6 @@ from the datasheet peak down to the achieved figure. Pure functions over results
 import enum
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -12,31 +11,13 @@ import pandas as pd
 
 from roofline.core.arithmetic import matmul_bytes, matmul_flops
 from roofline.core.dtypes import LAB_DTYPE
-from roofline.core.errors import SchemaError
 from roofline.interpretation.interpret import assumed_clock_mhz
-from roofline.interpretation.manifest import REMAKE, DeviceEntry, Fma
-from roofline.interpretation.rows import CSV_COLUMNS, KNOB_COLUMNS
+from roofline.interpretation.manifest import DeviceEntry, Fma
 
 # The output tile assumed for tile and wave quantisation on GPUs: 128 x 256 (M x N), a common
 # cuBLAS tile for large 16-bit GEMMs on Ampere and Hopper. cuBLAS picks its own per shape, so
 # this is a model, stated wherever it is used.
 TILE = (128, 256)
-
-
-def load_table(path: Path, columns: list[str] = CSV_COLUMNS) -> pd.DataFrame:
-    """results.csv (or knobs.csv, with KNOB_COLUMNS) as the plot and report read it (empty cells
-    are missing, text is text), or SchemaError when it is not the table aggregate writes."""
-    try:
-        table = pd.read_csv(path, encoding="utf-8", keep_default_na=False, na_values=[""])
-    except (OSError, ValueError) as err:
-        raise SchemaError(f"{path} cannot be read as a table ({err}); {REMAKE}") from err
-    if list(table.columns) != columns:
-        raise SchemaError(f"{path} does not have the columns aggregate writes; {REMAKE}")
-    return table
-
-
-def load_knobs(path: Path) -> pd.DataFrame:
-    return load_table(path, KNOB_COLUMNS)
 
 
 def headline(rows: pd.DataFrame, kind: str) -> SimpleNamespace | None:
