@@ -51,6 +51,7 @@ def inputs(names: list[str]) -> list[Any]:
     it reads (params.yaml, each device's fingerprint and records, the keys file, the hardware
     description or its cache, our code), this boot's key (the CPUs this process may use, the
     torch installed: hardware.boot) and the variables that say which hardware is here."""
+    from roofline.core.files import stats
     from roofline.device.hardware import BOOT_CACHE, boot
     from roofline.machines.code import OUR_PACKAGES
 
@@ -62,14 +63,7 @@ def inputs(names: list[str]) -> list[Any]:
     files += [at(name) for name in names for at in (fingerprint_path, *RECORDS.values())]
     files += [Path(v) for v in [os.environ.get(HARDWARE_VARIABLES[0])] if v]
     files += sorted(p for part in OUR_PACKAGES for p in Path(part).rglob("*.py"))
-    stats = []
-    for path in files:
-        try:
-            st = path.stat()
-            stats.append([str(path), st.st_size, st.st_mtime_ns])
-        except OSError:
-            stats.append([str(path), None, None])
-    return [stats, boot(), [os.environ.get(name) for name in HARDWARE_VARIABLES]]
+    return [stats(files), boot(), [os.environ.get(name) for name in HARDWARE_VARIABLES]]
 
 
 def answered_from_cache() -> bool:
@@ -87,11 +81,10 @@ def answered_from_cache() -> bool:
 def keep(names: list[str], before: list[Any], said: list[str]) -> None:
     """Keep what the probe said for the next run, where nothing changed while it decided (its
     own writes included: the run after them keeps it)."""
-    if PROBE_CACHE.parent.is_dir() and inputs(names) == before:
-        tmp = PROBE_CACHE.with_suffix(f".{os.getpid()}.tmp")
-        kept = {"devices": names, "inputs": before, "said": said}
-        tmp.write_text(json.dumps(kept), encoding="utf-8")
-        os.replace(tmp, PROBE_CACHE)  # two probes at once: either one's whole file
+    from roofline.core.files import keep_cache
+
+    if inputs(names) == before:
+        keep_cache(PROBE_CACHE, {"devices": names, "inputs": before, "said": said})
 
 
 def decide(

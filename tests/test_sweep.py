@@ -45,9 +45,9 @@ def test_sweep_shapes_span_the_ridge_cheapest_first():
 CPU = dict(kind="cpu", sku="laptop", clock_ghz=3.0, dtypes=["float32"], shapes=[[8, 8, 8]])
 
 
-def test_a_sweep_measures_every_point_and_labels_its_series():
-    c = cfg()
-    record = measure_sweep(
+def swept(c) -> dict:
+    """The laptop's CPU swept under config `c`, quietly."""
+    return measure_sweep(
         "cpu",
         device(**CPU),
         bench_settings(c),
@@ -56,6 +56,11 @@ def test_a_sweep_measures_every_point_and_labels_its_series():
         FINGERPRINT,
         log=lambda _: None,
     )
+
+
+def test_a_sweep_measures_every_point_and_labels_its_series():
+    c = cfg()
+    record = swept(c)
     assert record["status"] == "measured" and record["sweep"] == "t"
     assert [(r["series"], r["m"], r["status"]) for r in record["rows"]] == [
         ("skinny", 1, "measured"),
@@ -68,15 +73,7 @@ def test_a_sweep_measures_every_point_and_labels_its_series():
 
 def test_points_past_the_budget_are_skipped_not_measured():
     c = cfg(budget_s={"cpu": 0.0, "cuda": 0.0})
-    record = measure_sweep(
-        "cpu",
-        device(**CPU),
-        bench_settings(c),
-        c.sweep,
-        LAPTOP["cpu"],
-        FINGERPRINT,
-        log=lambda _: None,
-    )
+    record = swept(c)
     assert {r["status"] for r in record["rows"]} == {"skipped"}
     assert record["rows"][0]["reason"] == "the sweep's 0 s budget ran out"
     assert all(not r["samples_s"] for r in record["rows"])

@@ -8,11 +8,11 @@ measured by older code or params as such."""
 
 import hashlib
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 from roofline.configuration.params import MEASURING_KEYS, STAGE_PARAMS
+from roofline.core.files import keep_cache, stats
 
 UNRECORDED = "unrecorded"  # a record from before keys were recorded
 # The code keys as last computed, with the size and mtime of every file of ours they came from:
@@ -68,9 +68,10 @@ def code_keys(root: Path = Path(".")) -> dict[str, str]:
     """Each measuring stage's code key, kept in CODE_CACHE while no file of ours changes."""
     from roofline.machines.code import OUR_PACKAGES
 
-    files = sorted(p for part in OUR_PACKAGES for p in (root / part).rglob("*.py"))
-    stats = [(f, f.stat()) for f in files]
-    signature = [[str(f.relative_to(root)), st.st_size, st.st_mtime_ns] for f, st in stats]
+    files = sorted(
+        p.relative_to(root) for part in OUR_PACKAGES for p in (root / part).rglob("*.py")
+    )
+    signature = stats(files, root)
     cache = root / CODE_CACHE
     try:
         kept = json.loads(cache.read_text(encoding="utf-8"))
@@ -79,10 +80,7 @@ def code_keys(root: Path = Path(".")) -> dict[str, str]:
     except (OSError, ValueError, KeyError, TypeError):
         pass  # none yet, or unreadable: computed afresh
     keys = {stage: code_key(stage, root) for stage in STAGE_PARAMS}
-    if cache.parent.is_dir():  # in a DVC repository; elsewhere nothing is kept
-        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"signature": signature, "keys": keys}), encoding="utf-8")
-        os.replace(tmp, cache)  # two probes at once: either one's whole file
+    keep_cache(cache, {"signature": signature, "keys": keys})
     return keys
 
 
