@@ -51,9 +51,8 @@ def inputs(names: list[str]) -> list[Any]:
     it reads (params.yaml, each device's fingerprint and records, the keys file, the hardware
     description or its cache, our code), this boot's key (the CPUs this process may use, the
     torch installed: hardware.boot) and the variables that say which hardware is here."""
-    from roofline.core.files import stats
     from roofline.device.hardware import BOOT_CACHE, boot
-    from roofline.machines.code import OUR_PACKAGES
+    from roofline.machines.code import OUR_PACKAGES, stats  # cheap: the fast path's imports
 
     files = [
         Path("params.yaml"),

@@ -95,19 +95,6 @@ def write_texts_atomic(texts: dict[Path, str]) -> None:
             tmp.write_text(text, encoding="utf-8")
 
 
-def stats(paths: list[Path], root: Path = Path(".")) -> list[list[Any]]:
-    """[path from `root`, size, mtime] of each file (None, None where there is none): how a
-    cache kept beside its answer tells that nothing it was made from has changed."""
-    out = []
-    for path in paths:
-        try:
-            st = (root / path).stat()
-            out.append([str(path), st.st_size, st.st_mtime_ns])
-        except OSError:
-            out.append([str(path), None, None])
-    return out
-
-
 def keep_cache(path: Path, data: Any) -> None:
     """A cache under .dvc/tmp, written whole (two probes at once: either one's file); outside a
     DVC repository nothing is kept."""

@@ -56,3 +56,16 @@ def code_deps(module: str, root: Path) -> list[str]:
                 seen.add(path)
                 todo += sorted(imported_modules(root / path))
     return sorted(str(path) for path in seen)
+
+
+def stats(paths: list[Path], root: Path = Path(".")) -> list[list]:
+    """[path from `root`, size, mtime] of each file (None, None where there is none): how a
+    cache kept beside its answer tells that nothing it was made from has changed."""
+    out = []
+    for path in paths:
+        try:
+            st = (root / path).stat()
+            out.append([str(path), st.st_size, st.st_mtime_ns])
+        except OSError:
+            out.append([str(path), None, None])
+    return out

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from roofline.configuration.params import MEASURING_KEYS, STAGE_PARAMS
-from roofline.core.files import keep_cache, stats
+from roofline.core.files import keep_cache
+from roofline.machines.code import stats
 
 UNRECORDED = "unrecorded"  # a record from before keys were recorded
 # The code keys as last computed, with the size and mtime of every file of ours they came from:
