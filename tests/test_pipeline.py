@@ -563,7 +563,15 @@ def test_two_clones_measuring_one_device_at_once_take_turns(story):
     clones = [clone(story["origin"], story["where"] / f"turns-{i}") for i in range(2)]
     hardware = story["where"] / "turns-hardware.json"
     hardware.write_text(json.dumps(LAPTOP))
-    env = os.environ | {"ROOFLINE_HARDWARE": str(hardware), "DVC_NO_ANALYTICS": "1"}
+    # The device's hold is machine-wide, in the temporary folder: a private one keeps another
+    # test's CPU benchmark on this machine out of these two's turns.
+    private = story["where"] / "turns-tmp"
+    private.mkdir()
+    env = os.environ | {
+        "ROOFLINE_HARDWARE": str(hardware),
+        "DVC_NO_ANALYTICS": "1",
+        "TMPDIR": str(private),
+    }
     target = f"{DEVICES}/cpu/dvc.yaml:benchmark"
     cmd = [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", target]
     both = [
@@ -571,12 +579,11 @@ def test_two_clones_measuring_one_device_at_once_take_turns(story):
     ]
     outs = [p.communicate()[0] for p in both]
     assert all(p.returncode == 0 for p in both), outs
-    # Which went second, by when each began measuring (started_at, to the second): it waited, and
-    # measured only once the first had ended. (It may first have waited for another test's CPU
-    # benchmark on this machine, which holds the device too: the message names the first holder.)
+    # Which went second, by when each began measuring (started_at, to the second): it waited for
+    # the first, and measured only once the first had ended.
     runs = [results(c, "cpu")["run"] for c in clones]
     began = [datetime.fromisoformat(r["started_at"]) for r in runs]
     waiting = ["cpu: waiting for its benchmark (pid" in out for out in outs]
     first, second = sorted(range(2), key=lambda i: (began[i], waiting[i]))
-    assert waiting[second], outs
+    assert waiting[second] and f"in {clones[first]}," in outs[second], outs
     assert (began[second] - began[first]).total_seconds() >= runs[first]["wall_s"] - 1
