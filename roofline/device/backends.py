@@ -13,7 +13,7 @@ import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from roofline.core.dtypes import DTYPES
 from roofline.core.errors import ConfigError
@@ -106,13 +106,25 @@ def backend(
     return Backend(label, lambda a, b: (a.numpy(), b.numpy()), call, torch.from_numpy)
 
 
-def libraries(names: list[str]) -> dict[str, dict[str, Any]]:
+class Library(TypedDict, total=False):
+    """What a backend ran on, as its library reports it (libraries)."""
+
+    float32: str  # torch: the library of each dtype
+    bfloat16: str | None
+    threads: int
+    library: str | None  # numpy: its BLAS, its version and the kernel it picked
+    version: str | None
+    kernel: str | None
+    module: str | None  # a function of your own: its module's file
+
+
+def libraries(names: list[str]) -> dict[str, Library]:
     """What each backend ran on, as its library reports it: torch's MKL and oneDNN builds;
     numpy's BLAS (numpy's build record, and threadpoolctl's view of it at run time: kernel,
     threads); a custom function's module file."""
     import torch
 
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, Library] = {}
     for name in names:
         if name == "torch":
             config = torch.__config__.show()
@@ -131,12 +143,12 @@ def libraries(names: list[str]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def numpy_blas() -> dict[str, Any]:
+def numpy_blas() -> Library:
     import numpy as np
     from threadpoolctl import threadpool_info
 
     build = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-    info = {"library": build.get("name"), "version": build.get("version")}
+    info: Library = {"library": build.get("name"), "version": build.get("version")}
     loaded = [
         pool
         for pool in threadpool_info()
@@ -153,7 +165,7 @@ def numpy_blas() -> dict[str, Any]:
     return info
 
 
-def label(name: str, library: dict[str, Any] | None, dtype: str = "float32") -> str:
+def label(name: str, library: Library | None, dtype: str = "float32") -> str:
     """A backend as the report names it, e.g. "numpy (openblas 0.3.31, SkylakeX kernel)"."""
     library = library or {}
     if name == "torch":

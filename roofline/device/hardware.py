@@ -10,16 +10,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from roofline.core.errors import HardwareError
+from roofline.device.description import AppleGpu, CpuInfo, GpuInfo, Hardware, check_description
 
 # platform, roofline.device.kinds, .dtypes and .timing are imported where they are used: the probe
 # of every device imports this module for boot() on every `dvc repro`, and answers from its cache
 # when nothing changed (stages/probe.py).
-
-if TYPE_CHECKING:  # omegaconf stays optional here: the GPU suite runs without it
-    pass
 
 HARDWARE_ENV = "ROOFLINE_HARDWARE"
 
@@ -137,7 +135,7 @@ def microarchitecture(vendor: str | None, family: int | None, model: int | None)
     return None
 
 
-def cpu_info(facts: dict[str, Any] | None = None) -> dict[str, Any]:
+def cpu_info(facts: dict[str, Any] | None = None) -> CpuInfo:
     """This machine's CPU as the probe records it (`facts`: cpu_facts(), or a played one)."""
     from roofline.core.dtypes import CPU_FLAGS
 
@@ -236,7 +234,7 @@ def driver_problem(
     )
 
 
-def gpu_info() -> list[dict[str, Any]]:
+def gpu_info() -> list[GpuInfo]:
     """NVIDIA GPUs through torch (always) and NVML (driver, power, clocks). GPUs that NVML sees
     and torch cannot use stop the probe, by name: a pod that measured nothing must not look as
     if it had no GPU."""
@@ -257,7 +255,7 @@ def gpu_info() -> list[dict[str, Any]]:
     return kinds.cuda_gpus()
 
 
-def apple_gpus(cpu: dict[str, Any]) -> list[dict[str, Any]]:
+def apple_gpus(cpu: CpuInfo) -> list[AppleGpu]:
     """Apple silicon's GPU, which torch reaches as `mps` (macOS on arm64 only); its memory is
     the machine's, shared with the CPU."""
     if cpu.get("system") != "Darwin" or cpu.get("machine") != "arm64":
@@ -267,41 +265,6 @@ def apple_gpus(cpu: dict[str, Any]) -> list[dict[str, Any]]:
     if not torch.backends.mps.is_available():
         return []
     return [{"name": f"{cpu['model']} GPU", "memory_bytes": cpu["memory_bytes"]}]
-
-
-# What a hardware description needs, per part: key -> (type, what is allowed).
-CPU_FIELDS = {
-    "model": (str, "a CPU model name"),
-    "logical_cores": (int, "a positive integer"),
-    "isa": (list, "a list of CPU flags, e.g. [avx2, fma]"),
-    "memory_bytes": (int, "a positive integer"),
-}
-GPU_FIELDS = {
-    "index": (int, "the GPU's index"),
-    "name": (str, "the name torch reports"),
-    "compute_capability": (str, 'e.g. "9.0"'),
-    "sm_count": (int, "a positive integer"),
-    "memory_bytes": (int, "a positive integer"),
-}
-
-
-def check_description(described: Any, where: str) -> None:
-    """Raise HardwareError naming the first missing or malformed part of a description."""
-    form = '{"cpu": {"model": ..., "logical_cores": ..., "isa": [...], "memory_bytes": ...}, "gpus": [...]}'
-    if not isinstance(described, dict):
-        raise HardwareError(f"{where}: a {type(described).__name__}; allowed: {form}")
-    if not isinstance(described.get("cpu"), dict) or not isinstance(described.get("gpus"), list):
-        raise HardwareError(f"{where}: needs {form}")
-    parts = [("cpu", described["cpu"], CPU_FIELDS)]
-    parts += [(f"gpus[{i}]", gpu, GPU_FIELDS) for i, gpu in enumerate(described["gpus"])]
-    for part, found, fields in parts:
-        if not isinstance(found, dict):
-            raise HardwareError(f"{where}: {part} is not an object")
-        for key, (kind_, allowed) in fields.items():
-            value = found.get(key)
-            bad = not isinstance(value, kind_) or isinstance(value, bool)
-            if bad or (kind_ is int and key != "index" and value < 1):
-                raise HardwareError(f"{where}: {part}.{key}={value!r}; allowed: {allowed}")
 
 
 # This machine's description, found once per boot: the pipeline's stages read it from here
@@ -348,7 +311,7 @@ def torch_version() -> str | None:
     return found[-1].name.removeprefix("torch-").removesuffix(".dist-info") if found else None
 
 
-def live_hardware(cache: Path | None = None) -> dict[str, Any]:
+def live_hardware(cache: Path | None = None) -> Hardware:
     """This machine, or the description in $ROOFLINE_HARDWARE when it is set. With `cache`,
     the description found earlier in this boot, if there is one (delete the file to probe
     again: after reconfiguring MIG, say)."""
@@ -371,7 +334,7 @@ def live_hardware(cache: Path | None = None) -> dict[str, Any]:
         if cached.get("for") == key:
             return cached["hardware"]
     cpu = cpu_info()
-    found = {"cpu": cpu, "gpus": gpu_info(), "apple_gpus": apple_gpus(cpu)}
+    found: Hardware = {"cpu": cpu, "gpus": gpu_info(), "apple_gpus": apple_gpus(cpu)}
     if cache:
         from roofline.core.files import write_json_atomic
 

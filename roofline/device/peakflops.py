@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, NotRequired, TypedDict
 
 CLOCK_PROGRAM = r"""
 #include <stdio.h>
@@ -159,7 +159,23 @@ def measure_clock_ghz(cores: int) -> tuple[float | None, str]:
         return min(window.values), shared
 
 
-def measure_fma(cores: int, isa: list[str], seconds: float = 0.3) -> dict[str, Any]:
+class FmaCeiling(TypedDict):
+    """A CPU's FP32 FMA ceiling, every core at once (measure_fma)."""
+
+    gflops: float | None  # None: not measured, or not used (`reason`)
+    vector: str
+    reason: NotRequired[str]
+    shared_gflops: NotRequired[float]  # what a shared window measured, kept but not used
+    per_core_gflops: NotRequired[list[float]]
+    cpu_shares: NotRequired[list[float | None]]
+
+
+class CpuClock(TypedDict):
+    ghz: float | None  # None: nothing here tells it
+    source: str
+
+
+def measure_fma(cores: int, isa: list[str], seconds: float = 0.3) -> FmaCeiling:
     """The FP32 FMA ceiling of all cores at once, at the widest vector the flags show:
     {"gflops", "vector", "per_core_gflops", "cpu_shares"}, or {"gflops": None, "reason"} where
     nothing here can compile it, or where every window was shared (a ceiling lowered by another
@@ -190,7 +206,7 @@ def measure_fma(cores: int, isa: list[str], seconds: float = 0.3) -> dict[str, A
     }
 
 
-def cpu_clock(cores: int) -> dict[str, Any]:
+def cpu_clock(cores: int) -> CpuClock:
     """The CPU clock, as measured or read on this machine: {"ghz", "source"}; ghz is None when
     nothing here tells it (the aggregate stage then needs devices.<name>.clock_ghz). A clock
     measured only in shared windows is not used (it reads low: a lowered peak), and said."""

@@ -1,0 +1,117 @@
+"""A machine's description as the probe records it, defined once: the JSON document in the boot
+cache, in $ROOFLINE_HARDWARE (written by hand for tests and demos) and, per device, in each
+record's `found` and its identity. Typed dictionaries, because they are read and written as
+JSON; `check_description` checks one read from a file before anything uses it."""
+
+from typing import Any, NotRequired, TypedDict
+
+from roofline.core.errors import HardwareError
+
+
+class CpuInfo(TypedDict):
+    """The CPU, as the probe records it (roofline.device.hardware.cpu_info)."""
+
+    model: str
+    logical_cores: int  # the threads a run uses
+    physical_cores: NotRequired[int]  # of those: what the computed peak counts
+    machine_cores: NotRequired[int | None]
+    fence: NotRequired[str | None]  # why fewer cores than the machine has, or None
+    isa: list[str]  # the CPU flags the dtype registry knows (roofline.core.dtypes.CPU_FLAGS)
+    microarchitecture: NotRequired[str | None]
+    system: NotRequired[str]
+    machine: NotRequired[str]
+    cache_bytes: NotRequired[int | None]
+    memory_bytes: int
+
+
+class NvmlLimits(TypedDict, total=False):
+    """What NVML says of a GPU (roofline.device.telemetry.limits); a field it refused is left
+    out and named in `nvml_error`."""
+
+    driver: str
+    mig_parent: str  # a MIG slice: its GPU, whose power and clocks it shares
+    power_limit_w: float
+    max_sm_clock_mhz: float
+    max_mem_clock_mhz: float
+    nvml_error: str
+
+
+class GpuInfo(NvmlLimits):
+    """A GPU torch can use: torch's properties, then NVML's (roofline.device.kinds.cuda_gpus)."""
+
+    index: int
+    name: str
+    compute_capability: str  # e.g. "9.0"
+    sm_count: int
+    memory_bytes: int
+    l2_bytes: NotRequired[int | None]
+    uuid: NotRequired[str | None]
+    cuda: NotRequired[str | None]
+    cublaslt: NotRequired[int | None]
+
+
+class AppleGpu(TypedDict):
+    name: str
+    memory_bytes: int  # the machine's, shared with the CPU
+
+
+# The part of a machine's description that is one configured device.
+Found = CpuInfo | GpuInfo | AppleGpu
+
+
+class Hardware(TypedDict):
+    cpu: CpuInfo
+    gpus: list[GpuInfo]
+    apple_gpus: list[AppleGpu]
+    described_by: NotRequired[str]  # the $ROOFLINE_HARDWARE file it was read from
+
+
+class Identity(TypedDict, total=False):
+    """The stable part of a device's description: what "the same hardware" means
+    (roofline.machines.identity). A CPU's: model, logical_cores, isa, and usable_cores where a
+    fence left fewer; a GPU's: name, compute_capability, sm_count, memory_gib; Apple's GPU:
+    name, memory_gib."""
+
+    model: str
+    logical_cores: int
+    isa: list[str]
+    usable_cores: int
+    name: str
+    compute_capability: str
+    sm_count: int
+    memory_gib: int
+
+
+# What a hardware description needs, per part: key -> (type, what is allowed).
+CPU_FIELDS = {
+    "model": (str, "a CPU model name"),
+    "logical_cores": (int, "a positive integer"),
+    "isa": (list, "a list of CPU flags, e.g. [avx2, fma]"),
+    "memory_bytes": (int, "a positive integer"),
+}
+GPU_FIELDS = {
+    "index": (int, "the GPU's index"),
+    "name": (str, "the name torch reports"),
+    "compute_capability": (str, 'e.g. "9.0"'),
+    "sm_count": (int, "a positive integer"),
+    "memory_bytes": (int, "a positive integer"),
+}
+
+
+def check_description(described: Any, where: str) -> None:
+    """Raise HardwareError naming the first missing or malformed part of a description."""
+    form = '{"cpu": {"model": ..., "logical_cores": ..., "isa": [...], "memory_bytes": ...}, "gpus": [...]}'
+    if not isinstance(described, dict):
+        raise HardwareError(f"{where}: a {type(described).__name__}; allowed: {form}")
+    if not isinstance(described.get("cpu"), dict) or not isinstance(described.get("gpus"), list):
+        raise HardwareError(f"{where}: needs {form}")
+    parts = [("cpu", described["cpu"], CPU_FIELDS)]
+    parts += [(f"gpus[{i}]", gpu, GPU_FIELDS) for i, gpu in enumerate(described["gpus"])]
+    for part, found, fields in parts:
+        if not isinstance(found, dict):
+            raise HardwareError(f"{where}: {part} is not an object")
+        for key, (kind_, allowed) in fields.items():
+            value = found.get(key)
+            bad = not isinstance(value, kind_) or isinstance(value, bool)
+            if bad or (kind_ is int and key != "index" and value < 1):
+                raise HardwareError(f"{where}: {part}.{key}={value!r}; allowed: {allowed}")
