@@ -18,7 +18,8 @@ from roofline.core.schema import measurement
 from roofline.device import hardware, peakflops
 from roofline.device.hardware import physical_cores_of
 from roofline.device.timing import HostTimer, host_window, read_host, sample
-from roofline.interpretation.rows import row, shared_window
+from roofline.interpretation.noise import shared_window
+from roofline.interpretation.rows import row
 from roofline.machines.identity import describe, identity, same_machine
 from roofline.machines.records import probe_decision
 

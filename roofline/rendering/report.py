@@ -232,7 +232,7 @@ def fma_sentences(head: Any, entry: DeviceEntry) -> list[str]:
 
 
 def noisy(head: Any) -> str:
-    """What says a row's timed window was noisy (roofline.interpretation.rows.noise), or ""."""
+    """What says a row's timed window was noisy (roofline.interpretation.noise), or ""."""
     return head.noisy if isinstance(head.noisy, str) else ""  # an empty cell reads as NaN
 
 
