@@ -9,6 +9,8 @@ recorded results, runs `dvc repro` (which measures only its GPU) and pushes to t
 The DVC remote's keys go to the pod as SkyPilot secrets, from AWS_ACCESS_KEY_ID and
 AWS_SECRET_ACCESS_KEY in your shell; nothing is written to disk on the way."""
 
+from __future__ import annotations
+
 import argparse
 import hashlib
 import json
@@ -18,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Literal
 
 import yaml
 
@@ -30,6 +32,9 @@ from roofline.interpretation.datasheets import judged
 from roofline.interpretation.lab_schema import load_lab_params
 from roofline.machines.keys import fingerprint_values
 from roofline.machines.pipeline import SECRETS, task_path
+
+if TYPE_CHECKING:  # the several-machines rules' imports: not for the cost line and --help
+    from roofline.machines.records import LockFile
 
 # What the launcher fetches from the pod: the device's lock and the results it records.
 HANDED_BACK = ("dvc.lock", "results.json")
@@ -75,7 +80,7 @@ def md5(data: bytes) -> str:
     return hashlib.md5(data).hexdigest()
 
 
-def lock_md5s(lock: dict[str, Any], stage: str, kind: str) -> dict[str, str]:
+def lock_md5s(lock: LockFile, stage: str, kind: Literal["deps", "outs"]) -> dict[str, str | None]:
     entries = lock.get("stages", {}).get(stage, {}).get(kind, [])
     return {entry["path"]: entry.get("md5") for entry in entries}
 

@@ -10,13 +10,15 @@ GPU image's own Python, and it measures with the same functions as the pipeline'
                                  [--knob-seconds S]
 """
 
+from __future__ import annotations
+
 import argparse
 import itertools
 import json
 from dataclasses import asdict, replace
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict, cast
 
 import yaml
 
@@ -24,12 +26,13 @@ from roofline.core import arithmetic as ar
 from roofline.core.dtypes import NAMES
 from roofline.core.errors import HardwareError, run
 from roofline.core.schema import KnobMeasurement
+from roofline.device.description import GpuInfo
 from roofline.device.hardware import gpu_info
 from roofline.device.timing import BenchSettings
 from roofline.interpretation.datasheets import judged
 from roofline.interpretation.interpret import assumed_clock_mhz, interpret, lab_checks
 from roofline.interpretation.rows import knob_row, row
-from roofline.machines.identity import find_device, identity
+from roofline.machines.identity import find_gpu, identity
 from roofline.measuring.kernels import prepare_matmul
 from roofline.measuring.knobs import Settings, measure_knobs
 from roofline.measuring.measure import (
@@ -42,21 +45,26 @@ from roofline.measuring.measure import (
     raised,
 )
 
+if TYPE_CHECKING:
+    from roofline.configuration.params import DeviceParams
+    from roofline.interpretation.interpret import JudgedDevice
+
 SUITE_DTYPES = NAMES  # every dtype of the registry runs on a GPU
 
 
-def device_files(conf: Path = Path("conf/device")) -> dict[str, dict[str, Any]]:
-    """conf/device/<name>.yaml as plain dicts."""
+def device_files(conf: Path = Path("conf/device")) -> dict[str, DeviceParams]:
+    """conf/device/<name>.yaml as plain dicts: each a device's entry in params.yaml, as written
+    (unchecked here: its schema is omegaconf's, roofline.interpretation.lab_schema)."""
     return {
         path.stem: yaml.safe_load(path.read_text(encoding="utf-8"))
         for path in sorted(conf.glob("*.yaml"))
     }
 
 
-def match(gpu: dict[str, Any], devices: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+def match(gpu: GpuInfo, devices: dict[str, DeviceParams]) -> tuple[str, JudgedDevice]:
     """(the device that recognises this GPU, judged against the datasheet of its name)."""
     for name, dev in devices.items():
-        if dev.get("kind") == "cuda" and find_device(dev, {"cpu": {}, "gpus": [gpu]}):
+        if dev.get("kind") == "cuda" and find_gpu(dev, [gpu]):
             sheet = judged(name, dev, gpu["name"])
             if sheet["missing"]:
                 print(f"note: {sheet['missing']}")
@@ -65,7 +73,8 @@ def match(gpu: dict[str, Any], devices: dict[str, dict[str, Any]]) -> tuple[str,
         f"note: {gpu['name']!r} matches no conf/device/*.yaml: MFU is left blank "
         "(docs/configuration.md: adding a device)"
     )
-    return gpu["name"], judged(gpu["name"], {"kind": "cuda", "recognise": {}}, gpu["name"])
+    unknown = cast("DeviceParams", {"kind": "cuda", "recognise": {}})  # no conf: no datasheet
+    return gpu["name"], judged(gpu["name"], unknown, gpu["name"])
 
 
 def cell(value: Any, fmt: str) -> str:
@@ -98,8 +107,8 @@ def table(rows: list[dict[str, Any]], peak_clock_mhz: float | None = None) -> st
 
 
 def run_gpu(
-    gpu: dict[str, Any],
-    devices: dict,
+    gpu: GpuInfo,
+    devices: dict[str, DeviceParams],
     size: int,
     bench: BenchSettings,
     knobs: bool,
@@ -171,11 +180,31 @@ def do_bench_seconds(call: Any) -> float | str:
         return f"absent (do_bench could not run here: {raised(err)})"
 
 
-def timing_check(target: Target, size: int, bench: BenchSettings, harness_s: float | None) -> dict:
+class TimingCheck(TypedDict, total=False):
+    """The harness's float16 median beside two other timings of the same call (timing_check);
+    what could not run is left out, or said in its place."""
+
+    harness_s: Required[float | None]  # the benchmark's median; None: float16 not measured
+    do_bench_s: float | str  # triton's do_bench median, or why it could not run here
+    do_bench_ratio: float  # harness_s / do_bench_s
+    bare_loop_s: float  # calls back to back between one pair of events, per call
+    bare_loop_ratio: float  # harness_s / bare_loop_s
+    bare_loop_peak_bytes: int  # the most memory torch's allocator held in the bare loop
+    error: str  # the call that raised, in one line
+
+
+# The timings timing_check compares, each with its ratio to the harness's.
+Timed = Literal["harness_s", "do_bench_s", "bare_loop_s"]
+Ratio = Literal["do_bench_ratio", "bare_loop_ratio"]
+
+
+def timing_check(
+    target: Target, size: int, bench: BenchSettings, harness_s: float | None
+) -> TimingCheck:
     """The harness's float16 median beside do_bench's and a bare loop's (calls back to back
     between one pair of events), measured in the same run: three ways that agree within 2%
     are the evidence that the timing is right."""
-    out: dict[str, Any] = {"harness_s": harness_s}
+    out: TimingCheck = {"harness_s": harness_s}
     timer = target.kind.timer()
     if harness_s is None:
         print("timing check: float16 was not measured, nothing to compare")
@@ -207,16 +236,17 @@ def timing_check(target: Target, size: int, bench: BenchSettings, harness_s: flo
         out["error"] = raised(err)
     flops = ar.matmul_flops(size, size, size)
     lines = [f"timing check, float16 {size}^3 ({timer.name}):"]
-    for key, what in (
-        ("harness_s", "harness (the benchmark's figure)"),
-        ("do_bench_s", "triton do_bench"),
-        ("bare_loop_s", "bare loop, 2 events"),
-    ):
+    compared: list[tuple[Timed, Ratio | None, str]] = [
+        ("harness_s", None, "harness (the benchmark's figure)"),
+        ("do_bench_s", "do_bench_ratio", "triton do_bench"),
+        ("bare_loop_s", "bare_loop_ratio", "bare loop, 2 events"),
+    ]
+    for key, ratio, what in compared:
         value = out.get(key)
         if isinstance(value, float):
             rate = f"  {what:<34}{ar.tflops(flops, value):>9.4g} TFLOP/s"
-            if key != "harness_s":
-                out[key.replace("_s", "_ratio")] = harness_s / value
+            if ratio is not None:
+                out[ratio] = harness_s / value
                 rate += f"  harness/this {harness_s / value:.3f}"
             lines.append(rate)
         elif value is not None:
@@ -247,7 +277,7 @@ def ladder(rows: list[dict[str, Any]]) -> str:
 def run_knobs(
     name: str,
     target: Any,
-    gpu: dict[str, Any],
+    gpu: GpuInfo,
     bench: BenchSettings,
     size: int,
     seconds: float | None = None,

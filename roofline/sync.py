@@ -10,7 +10,7 @@ the workspace."""
 
 import argparse
 import os
-from typing import Any
+from typing import NotRequired, TypedDict
 from urllib.parse import urlparse
 
 from dvc.exceptions import CheckoutError
@@ -28,6 +28,31 @@ CHECKS = {
     "(`uv run dvc remote modify --local {name} keyfile ...`) and the path exists there",
     "": "the path exists and is writable from here",
 }
+
+
+class CheckoutStats(TypedDict):
+    """How many files a checkout changed, by kind (DVC's `repo.checkout` result's stats)."""
+
+    modified: int
+    added: int
+    deleted: int
+
+
+class CheckoutResult(TypedDict):
+    """What DVC's `repo.checkout` returns, and a CheckoutError carries: the outputs it changed,
+    by kind; those it could not check out (`failed`) where it raised."""
+
+    modified: list[str]
+    added: list[str]
+    deleted: list[str]
+    stats: CheckoutStats
+    failed: NotRequired[list[str]]
+
+
+class Pulled(CheckoutStats):
+    """What a pull did: the files fetched, then the checkout's stats."""
+
+    fetched: int
 
 
 def remote_of(repo: Repo, name: str | None) -> tuple[str, str]:
@@ -63,7 +88,7 @@ def listed(paths: list[str]) -> str:
 
 
 def lacking(
-    name: str, url: str, result: dict[str, Any], present: set[str], cached: set[str]
+    name: str, url: str, result: CheckoutResult, present: set[str], cached: set[str]
 ) -> str:
     """A checkout that failed after a fetch (DVC's CheckoutError result), in one paragraph:
     the outputs the remote lacks, what was checked out and removed meanwhile, the way out.
@@ -102,7 +127,7 @@ def lacking(
     )
 
 
-def pull(repo: Repo, name: str, url: str, allow_missing: bool) -> dict[str, Any]:
+def pull(repo: Repo, name: str, url: str, allow_missing: bool) -> Pulled:
     """Fetch, then check out: a fetch that fails has changed nothing here; a checkout that
     fails has changed what it says."""
     try:
@@ -113,7 +138,7 @@ def pull(repo: Repo, name: str, url: str, allow_missing: bool) -> dict[str, Any]
         os.path.relpath(out.fs_path) for out in repo.index.outs if os.path.exists(out.fs_path)
     }
     try:
-        result = repo.checkout(allow_missing=allow_missing)
+        result: CheckoutResult = repo.checkout(allow_missing=allow_missing)
     except CheckoutError as err:
         cached = {
             os.path.relpath(out.fs_path)
@@ -128,7 +153,7 @@ def pull(repo: Repo, name: str, url: str, allow_missing: bool) -> dict[str, Any]
             "it stopped: `uv run dvc status` lists those that differ from dvc.lock, and "
             "`uv run dvc checkout` finishes the checkout once the cause is fixed."
         ) from err
-    return {"fetched": fetched} | result["stats"]
+    return Pulled(fetched=fetched, **result["stats"])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -144,7 +169,7 @@ def main(argv: list[str] | None = None) -> None:
     repo = Repo(".")
     name, url = remote_of(repo, args.remote)
     if args.verb == "pull":
-        done: Any = pull(repo, name, url, args.allow_missing)
+        done: Pulled | int = pull(repo, name, url, args.allow_missing)
     else:
         try:
             done = repo.push(remote=name)

@@ -7,7 +7,7 @@ from typing import Any
 
 from roofline.configuration.config import bench_settings
 from roofline.core.paths import knobs_path
-from roofline.machines.records import knobs_record
+from roofline.machines.records import Record, knobs_record
 from stages import run
 from stages.measuring import selected_stage
 
@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> None:
     selected_stage(argv, __doc__, "knobs", knobs_path, knobs_record, measure)
 
 
-def measure(name: str, cfg: Any, dev: Any, decision: Any) -> dict:
+def measure(name: str, cfg: Any, dev: Any, decision: Any) -> Record:
     from roofline.core.progress import say
     from roofline.measuring.benchmark import check_disk, run_info, started  # torch: only to measure
     from roofline.measuring.knobs import Settings, measure_knobs

@@ -13,7 +13,7 @@ from omegaconf import DictConfig
 from roofline.configuration.config import device_config, load_params
 from roofline.core.files import write_json_atomic
 from roofline.machines.holding import holding
-from roofline.machines.records import Decision, decide
+from roofline.machines.records import Decision, Record, decide
 
 
 def begin(
@@ -34,8 +34,8 @@ def selected_stage(
     description: str,
     stage: str,
     output: Callable[[str], Path],
-    record: Callable[..., dict],
-    measure: Callable[[str, DictConfig, Any, Decision], dict],
+    record: Callable[..., Record],
+    measure: Callable[[str, DictConfig, Any, Decision], Record],
 ) -> None:
     """A stage measuring the selection `cfg.<stage>.name` on a device that is here (nothing for
     `none`): `record(name, selection, status, **extra)` is its record, `measure` measures it."""

@@ -18,15 +18,21 @@ it) or when forced, and which decides as the probe above did; the device's dvc.l
 the fingerprint. It depends on no code of its own in dvc.yaml, and its lock entry must not
 change on a machine that only keeps another machine's record."""
 
+from __future__ import annotations
+
 import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roofline.core.errors import ConfigError, RecordError  # imported by `stages` anyway
 from roofline.core.paths import EXPERIMENT, RECORDS, fingerprint_path, results_path
 from stages import run
+
+if TYPE_CHECKING:
+    from roofline.configuration.params import Params, ProbeDevice
+    from roofline.device.description import Hardware
 
 # The keys every device would be measured by now ({device: {stage: {code, params}}}): the same
 # on every machine with the same checkout. Aggregate's first dependency, so DVC runs the probe
@@ -88,9 +94,9 @@ def keep(names: list[str], before: list[Any], said: list[str]) -> None:
 
 def decide(
     name: str,
-    dev: dict[str, Any],
-    params: dict[str, Any],
-    hardware: dict[str, Any],
+    dev: ProbeDevice,
+    params: Params,
+    hardware: Hardware,
     replace: bool = False,
     lost: bool = False,
 ) -> tuple[dict[Path, Any], str, bool]:

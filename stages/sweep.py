@@ -5,7 +5,7 @@ from typing import Any
 
 from roofline.configuration.config import bench_settings
 from roofline.core.paths import sweep_path
-from roofline.machines.records import sweep_record
+from roofline.machines.records import Record, sweep_record
 from stages import run
 from stages.measuring import selected_stage
 
@@ -14,7 +14,7 @@ def main(argv: list[str] | None = None) -> None:
     selected_stage(argv, __doc__, "sweep", sweep_path, sweep_record, measure)
 
 
-def measure(name: str, cfg: Any, dev: Any, decision: Any) -> dict:
+def measure(name: str, cfg: Any, dev: Any, decision: Any) -> Record:
     from roofline.measuring.benchmark import check_disk  # torch: only to measure
     from roofline.measuring.sweep import measure_sweep, sweep_shapes
 

@@ -6,7 +6,7 @@ measuring stages build and which costs a probe more than its own work."""
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import yaml
 
@@ -21,6 +21,109 @@ PROBE_KEYS = ("kind", "recognise")
 MEASURING_KEYS = (*PROBE_KEYS, "dtypes", "shapes", "backends")
 # A device's measuring stages, and the top-level params (besides its measuring keys) each reads.
 STAGE_PARAMS = {"benchmark": ("bench",), "sweep": ("bench", "sweep"), "knobs": ("bench", "knobs")}
+
+
+class RecogniseParams(TypedDict, total=False):
+    """A device's `recognise` as params.yaml holds it (composed: every key; see Recognise)."""
+
+    cpu_model: str | None
+    gpu_name: str | None
+    with_gpu_present: bool
+
+
+class ProbeDevice(TypedDict):
+    """What a probe reads of a device (PROBE_KEYS), checked by probe_devices."""
+
+    kind: str  # one of KINDS
+    recognise: RecogniseParams
+
+
+class MeasuringDevice(ProbeDevice):
+    """What a device's measuring stages read of it (MEASURING_KEYS)."""
+
+    dtypes: list[str]
+    shapes: list[list[int]]  # [M, N, K] each
+    backends: list[str]
+
+
+class PublishedParams(TypedDict):
+    """A published figure of a datasheet line (roofline.interpretation.lab_schema.Published)."""
+
+    dtype: str
+    shape: list[int]  # [M, N, K]
+    tflops: float
+    source: str
+
+
+class SkuParams(TypedDict):
+    """One datasheet line of a device (roofline.interpretation.lab_schema.Sku)."""
+
+    name: str
+    sku: str
+    source: str
+    peak_tflops: dict[str, float | None]
+    memory_bandwidth_gbps: float | None
+    memory_gb: float | None
+    peak_clock_mhz: float | None
+    sm_count: int | None
+    clock_ghz: float | None
+    cost_per_hour: float | None
+    lab_band_tflops: dict[str, list[float]]
+    lab_done_tflops: dict[str, float]
+    published: list[PublishedParams]
+
+
+class DeviceParams(MeasuringDevice):
+    """A device's entry in params.yaml, whole (roofline.interpretation.lab_schema.LabDevice)."""
+
+    skus: dict[str, SkuParams]
+    show_pending: bool
+    sky_accelerators: list[str]
+
+
+class BenchParams(TypedDict):
+    """params.yaml's `bench` (roofline.device.timing.BenchSettings, its schema)."""
+
+    seed: int
+    warmup: int
+    warmup_seconds: float
+    repeats: int
+    check_rows: int
+    min_seconds: float
+    copy_mib: int
+
+
+class SweepParams(TypedDict):
+    """params.yaml's `sweep` (roofline.configuration.config.SweepConfig)."""
+
+    name: str
+    budget_s: dict[str, float]
+    min_seconds: float
+    square: dict[str, list[int]]
+    skinny_m: list[int]
+    skinny_nk: dict[str, int]
+    best_shape: dict[str, list[list[int]]]
+
+
+class KnobsParams(TypedDict):
+    """params.yaml's `knobs` (roofline.configuration.config.KnobsConfig)."""
+
+    name: str
+    rounds: int
+    min_seconds: float
+    cpu: dict[str, list[int]]
+    cuda: dict[str, list[int]]
+
+
+class Params(TypedDict):
+    """params.yaml as composed, read as plain data (read_params); its schema is
+    roofline.interpretation.lab_schema.LabConfig."""
+
+    bench: BenchParams
+    sweep: SweepParams
+    knobs: KnobsParams
+    devices: dict[str, DeviceParams]
+    lab_devices: list[str]
 
 
 @dataclass
@@ -53,20 +156,18 @@ def load_yaml(text: str, where: str) -> Any:
         raise ConfigError(f"{where} is not valid YAML: {err}") from err
 
 
-def read_params(path: Path = PARAMS_FILE) -> dict[str, Any]:
+def read_params(path: Path = PARAMS_FILE) -> Params:
     if not path.exists():
         raise ConfigError(f"{path} not found: run from the repository root")
     data = load_yaml(path.read_text(encoding="utf-8"), str(path))
     if not isinstance(data, dict) or not isinstance(data.get("devices"), dict):
         raise ConfigError(f"{path}: no devices; `uv run python -m roofline.compose` writes it")
-    return data
+    return cast(Params, data)
 
 
-def probe_devices(
-    path: Path = PARAMS_FILE, params: dict[str, Any] | None = None
-) -> dict[str, dict[str, Any]]:
+def probe_devices(path: Path = PARAMS_FILE, params: Params | None = None) -> dict[str, ProbeDevice]:
     """Each device's kind and recognise, as a probe reads them, checked."""
-    out = {}
+    out: dict[str, ProbeDevice] = {}
     for name, dev in (params or read_params(path))["devices"].items():
         where = f"{path}: devices.{name}"
         kind, recognise = (dev or {}).get("kind"), (dev or {}).get("recognise") or {}

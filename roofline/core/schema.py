@@ -128,6 +128,11 @@ class KnobMeasurement:
     variant_samples_s: list[float] = field(default_factory=list)
 
 
+# The knob whose gain the breakdown reads as a CPU's threading: the same BLAS call on one
+# thread and on every core (roofline.measuring.knobs).
+THREADS_KNOB = "1 thread -> every core"
+
+
 def knob_from_dict(data: Any, where: str) -> KnobMeasurement:
     """A KnobMeasurement from JSON, or SchemaError naming the file, row and field at fault."""
     point = KnobMeasurement(**checked_fields(KnobMeasurement, data, where))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from roofline.core.errors import HardwareError
 from roofline.device.description import AppleGpu, CpuInfo, GpuInfo, Hardware, check_description
@@ -63,7 +63,26 @@ def physical_cores_of(cpus: set[int], sysfs: Path = Path("/sys/devices/system/cp
     return len(cores) or None
 
 
-def cpu_facts() -> dict[str, Any]:
+class CpuFacts(TypedDict):
+    """This CPU as its libraries report it (cpu_facts), before cpu_info keeps what the probe
+    records; a played one (tests) may leave out what a fence adds."""
+
+    system: str  # platform.system(): "Linux", "Darwin", "Windows"
+    machine: str  # platform.machine(): "x86_64", "arm64"
+    brand: str  # the model name
+    vendor: str | None  # CPUID's vendor, e.g. "GenuineIntel", "AuthenticAMD"
+    family: int | None  # CPUID's family and model numbers
+    model_number: int | None
+    flags: list[str]
+    cache_bytes: int | None  # the largest cache level
+    usable_cores: int  # the logical cores this process may use
+    machine_cores: NotRequired[int]  # the machine's logical cores
+    fence: NotRequired[str | None]  # why fewer are usable (fence()), or None
+    physical_cores: int  # the physical cores under the usable ones
+    memory_bytes: int
+
+
+def cpu_facts() -> CpuFacts:
     """This CPU as maintained libraries report it on Linux, macOS and Windows alike: py-cpuinfo
     (model, vendor, family, flags), psutil (cores, memory), platform (OS, architecture), and
     joblib the cores this process may use: its affinity and a cgroup CPU quota (a container's)."""
@@ -135,7 +154,7 @@ def microarchitecture(vendor: str | None, family: int | None, model: int | None)
     return None
 
 
-def cpu_info(facts: dict[str, Any] | None = None) -> CpuInfo:
+def cpu_info(facts: CpuFacts | None = None) -> CpuInfo:
     """This machine's CPU as the probe records it (`facts`: cpu_facts(), or a played one)."""
     from roofline.core.dtypes import CPU_FLAGS
 
@@ -277,7 +296,17 @@ BOOT_CACHE = Path(".dvc/tmp/hardware.json")
 QUOTA_FILES = (Path("/sys/fs/cgroup/cpu.max"), Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"))
 
 
-def boot() -> dict[str, Any]:
+class BootKey(TypedDict):
+    """What a cached description holds for (boot): it is probed again when any of it changes."""
+
+    boot: str | float  # Linux's boot id, else psutil's boot time
+    cuda_visible_devices: str | None
+    torch: str | None  # the installed torch's version (torch_version)
+    cpus: list[int]  # the CPUs this process may use
+    cpu_quota: list[str | None]  # the cgroup quota files' text, then $LOKY_MAX_CPU_COUNT
+
+
+def boot() -> BootKey:
     """What the cached description holds for: this boot, the GPUs CUDA may see, the torch
     installed (another torch may see other GPUs), and the CPUs this process may use (a run
     under `taskset` or a CPU quota has fewer cores than the next one may)."""
@@ -293,9 +322,9 @@ def boot() -> dict[str, Any]:
         "torch": torch_version(),
         "cpus": sorted(usable_cpus() or []),
         "cpu_quota": [
-            quota.read_text(encoding="utf-8").strip() for quota in QUOTA_FILES if quota.exists()
-        ]
-        + [os.environ.get("LOKY_MAX_CPU_COUNT")],
+            *(quota.read_text(encoding="utf-8").strip() for quota in QUOTA_FILES if quota.exists()),
+            os.environ.get("LOKY_MAX_CPU_COUNT"),
+        ],
     }
 
 

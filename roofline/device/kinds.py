@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from roofline.device import telemetry
+from roofline.device.description import GpuInfo
 from roofline.device.timing import EventTimer, HostTimer, Timer, Work
 
 
@@ -204,11 +205,11 @@ class Cuda(Kind):
         return lambda: telemetry.Sampler(handle, own_pids=own)
 
 
-def make(kind: str, found: dict[str, Any] | None = None) -> Kind:
-    """The kind of device `found` (a probe's description) is."""
+def make(kind: str, found: GpuInfo | None = None) -> Kind:
+    """The kind of device `found` (a probe's description: a GPU's, the one kind that reads it)
+    is."""
     if kind == "cuda":
-        found = found or {}
-        return Cuda(found.get("index", 0), found.get("uuid"))
+        return Cuda(found.get("index", 0), found.get("uuid")) if found else Cuda()
     if kind == "mps":
         return Mps()
     return Kind()
@@ -226,13 +227,13 @@ def cuda_available() -> tuple[bool, str]:
     return available, " ".join(str(w.message).strip() for w in caught)
 
 
-def cuda_gpus() -> list[dict[str, Any]]:
+def cuda_gpus() -> list[GpuInfo]:
     """Each GPU torch can use, as the probe records it: torch's properties, then NVML's driver,
     limits and clocks read from the GPU with the same UUID (NVML ignores CUDA_VISIBLE_DEVICES,
     so its indices are not torch's)."""
     import torch
 
-    gpus = []
+    gpus: list[GpuInfo] = []
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
         uuid = str(props.uuid) if getattr(props, "uuid", None) else None

@@ -9,7 +9,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, TypedDict
+
+from roofline.device.description import NvmlLimits
 
 # NVML clock-event reason bits, as nvml.h defines them. "gpu_idle" is left out of what a row
 # reports: it only says the GPU was idle for part of a sample, not that a clock was limited.
@@ -58,7 +60,11 @@ def is_mig(handle) -> bool:
         return False
 
 
-def limits(uuid: str | None) -> dict[str, Any]:
+# The figures `limits` reads of a GPU, each on its own.
+Limit = Literal["power_limit_w", "max_sm_clock_mhz", "max_mem_clock_mhz"]
+
+
+def limits(uuid: str | None) -> NvmlLimits:
     """What NVML says of one GPU that the probe records: driver, power limit, maximum clocks;
     for a MIG slice, that it is one and its parent (whose power and clocks it shares). A field
     NVML refuses is left out and named in `nvml_error`."""
@@ -69,13 +75,13 @@ def limits(uuid: str | None) -> dict[str, Any]:
         driver = pynvml.nvmlSystemGetDriverVersion()
     except Exception as err:  # NVML missing or refusing: keep what torch told us
         return {"nvml_error": f"{type(err).__name__}: {err}"}
-    out: dict[str, Any] = {"driver": driver}
+    out: NvmlLimits = {"driver": driver}
     errors = []
     if is_mig(handle):
         parent = pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
         out["mig_parent"] = pynvml.nvmlDeviceGetName(parent)
         handle = parent  # power and clocks are the whole GPU's, shared by its slices
-    reads = {
+    reads: dict[Limit, Callable[[], float]] = {
         "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000,
         "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM),
         "max_mem_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(
@@ -230,7 +236,25 @@ def mean(values: list) -> float | None:
     return sum(known) / len(known) if known else None
 
 
-def summarize(window: Any, max_sm_mhz: float | None) -> dict[str, Any]:
+class WindowSummary(TypedDict, total=False):
+    """A timed window's telemetry in a row's fields (summarize): every field, or none where no
+    window was sampled (a CPU's, or no NVML)."""
+
+    samples: int
+    window_s: float
+    sm_clock_mhz: float | None  # the window's mean
+    sm_clock_max_mhz: float | None  # NVML's maximum, as the probe recorded it
+    mem_clock_mhz: float | None
+    power_w: float | None
+    energy_j: float | None
+    power_source: str  # how power_w was found; "" where it was not
+    temperature_max_c: float | None
+    throttle_reasons: list[str]  # clock-event reasons but idleness (reason_names)
+    other_processes: list[str]  # other processes computing on the GPU
+    errors: list[str]  # what failed to read, once each
+
+
+def summarize(window: Any, max_sm_mhz: float | None) -> WindowSummary:
     """The timed window in a row's fields: mean clocks, power from the energy counter where it
     was read (the driver's power reading is a one-second average on Hopper, wrong for a window
     that starts idle) else the mean reading, the hottest temperature, every clock-event reason

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypedDict
 
 Work = Callable[[int], object]  # one call; its argument is the call's index (operand rotation)
 
@@ -65,6 +65,15 @@ class EventTimer:
 MAX_CALLS = 10_000
 
 
+class SampleOptions(TypedDict):
+    """The keywords `sample` takes from a BenchSettings (BenchSettings.sample_options)."""
+
+    warmup: int
+    repeats: int
+    min_seconds: float
+    warmup_seconds: float
+
+
 @dataclass
 class BenchSettings:
     """How every point is measured: the pipeline's `bench` (its Hydra schema,
@@ -87,7 +96,7 @@ class BenchSettings:
     # Size of the buffer copied to measure achievable memory bandwidth.
     copy_mib: int = 1024
 
-    def sample_options(self) -> dict[str, Any]:
+    def sample_options(self) -> SampleOptions:
         """The keywords `sample` takes from these settings (roofline.measuring.kernels passes them
         on), so a setting the timer reads reaches it without each caller naming it."""
         return {

@@ -3,20 +3,20 @@
 metrics.json."""
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pandas as pd
 from omegaconf import DictConfig
 
-from roofline.configuration.config import to_plain
+from roofline.configuration.config import bench_settings, to_plain
 from roofline.core.errors import SchemaError
 from roofline.core.files import read_json
 from roofline.core.schema import RESTORE, check_version, fits, measurement_from_dict
 from roofline.interpretation.ceilings import headline
 from roofline.interpretation.datasheets import judged, measured_name
-from roofline.interpretation.interpret import interpret, lab_checks, peaks
+from roofline.interpretation.interpret import JudgedDevice, interpret, lab_checks, peaks
 from roofline.interpretation.manifest import (
     Datasheet,
     DeviceEntry,
@@ -35,7 +35,7 @@ from roofline.interpretation.manifest import (
     to_json,
 )
 from roofline.interpretation.rows import CSV_COLUMNS, KNOB_COLUMNS, Row, knob_row
-from roofline.machines.records import KNOWN
+from roofline.machines.records import KNOWN, Record
 
 LAB = "x4-roofline: dense matmul, FP16 8192^3 on GPUs (FP32 through the BLAS on a CPU)"
 
@@ -110,9 +110,9 @@ def check_cores(found: Any, path: Path) -> None:
 
 def load_record(
     name: str, path: Path, parse: Callable[[Any, str], Any] = measurement_from_dict
-) -> dict[str, Any]:
+) -> Record:
     """A device's results.json, sweep.json or knobs.json (parse=knob_from_dict), checked whole:
-    the record, then each row against the schema."""
+    the record, then each row against the schema (its rows read as `parse` makes them)."""
     if not path.exists():
         raise SchemaError(f"{path} is missing: run `uv run dvc pull` or `uv run dvc repro`")
     record = read_json(path)
@@ -126,9 +126,7 @@ def load_record(
     return record
 
 
-def device_rows(
-    dev: dict[str, Any], record: dict[str, Any], sweep: dict[str, Any] | None
-) -> list[Row]:
+def device_rows(dev: JudgedDevice, record: Record, sweep: Record | None) -> list[Row]:
     """The device's lab rows, then its sweep's, interpreted against its datasheet (judged)."""
     points = record["rows"] + (sweep["rows"] if sweep else [])
     return interpret(points, dev, record)
@@ -174,8 +172,8 @@ def metrics(table: pd.DataFrame) -> dict[str, Metrics]:
 
 def device_entry(
     name: str,
-    dev: dict[str, Any],
-    record: dict[str, Any],
+    dev: JudgedDevice,
+    record: Record,
     rows: pd.DataFrame,
     sweep: SweepRun | None = None,
     older: dict[str, OlderStage] | None = None,
@@ -199,7 +197,7 @@ def device_entry(
     )
 
 
-def datasheet(dev: dict[str, Any]) -> Datasheet:
+def datasheet(dev: JudgedDevice) -> Datasheet:
     """The datasheet line the device is judged against, as roofline.interpretation.datasheets.judged
     chose it."""
     return Datasheet(
@@ -214,7 +212,7 @@ def datasheet(dev: dict[str, Any]) -> Datasheet:
     )
 
 
-def lab_bands(dev: dict[str, Any]) -> LabBands:
+def lab_bands(dev: JudgedDevice) -> LabBands:
     """The lab's bands as applied to the SKU measured, and the line they were written for."""
     line = dev["lab_line"]
     return LabBands(
@@ -231,8 +229,8 @@ RUN_TYPES = {f.name: f.type for f in dataclasses.fields(MeasuredRun)}
 
 def measured_run(
     name: str,
-    dev: dict[str, Any],
-    record: dict[str, Any],
+    dev: JudgedDevice,
+    record: Record,
     rows: pd.DataFrame,
     sweep: SweepRun | None,
     older: dict[str, OlderStage] | None,
@@ -277,7 +275,7 @@ def measured_run(
     )
 
 
-def sweep_run(sweep: dict[str, Any] | None) -> SweepRun | None:
+def sweep_run(sweep: Record | None) -> SweepRun | None:
     """The sweep that measured the device's other shapes, where one did."""
     if not sweep or sweep["status"] != "measured" or sweep["sweep"] == "none":
         return None
@@ -285,21 +283,21 @@ def sweep_run(sweep: dict[str, Any] | None) -> SweepRun | None:
     return SweepRun(sweep["sweep"], run["started_at"], run["wall_s"], run.get("git_revision"))
 
 
-def knobs_run(record: dict[str, Any] | None) -> KnobsRun | None:
+def knobs_run(record: Record | None) -> KnobsRun | None:
     """The knobs the device measured, where it measured any."""
     if not record or record["status"] != "measured" or record["knobs"] == "none":
         return None
     return KnobsRun(record["knobs"], record["run"]["started_at"], record.get("tunableop_results"))
 
 
-def older_stage(parts: list[str], record: dict[str, Any] | None) -> OlderStage:
+def older_stage(parts: list[str], record: Record | None) -> OlderStage:
     """A stage measured by older code or params (`parts`): the revision and time its record's
     run measured at (nothing where it has no run)."""
     run = (record or {}).get("run") or {}
     return OlderStage(parts, run.get("git_revision"), run.get("started_at"))
 
 
-def knobs_table(knobs: dict[str, dict[str, Any]]) -> pd.DataFrame:
+def knobs_table(knobs: dict[str, Record]) -> pd.DataFrame:
     """Every device's knobs, a line each: both sides' rates and the gain."""
     rows = [vars(knob_row(point)) for record in knobs.values() for point in record["rows"]]
     return pd.DataFrame(rows, columns=KNOB_COLUMNS)
@@ -324,9 +322,9 @@ class Deliverables(NamedTuple):
 
 def aggregate(
     cfg: DictConfig,
-    records: dict[str, dict[str, Any]],
-    sweeps: dict[str, dict[str, Any] | None],
-    knobs: dict[str, dict[str, Any]] | None = None,
+    records: dict[str, Record],
+    sweeps: Mapping[str, Record | None],
+    knobs: dict[str, Record] | None = None,
     older: dict[str, dict[str, list[str]]] | None = None,
 ) -> Deliverables:
     """Every device's measurements joined with their interpretation, in config order; `older`: per
@@ -358,7 +356,7 @@ def aggregate(
     manifest = Manifest(
         devices,
         lab=LAB,
-        bench=to_plain(cfg.bench),
+        bench=bench_settings(cfg),
         sweep=cfg.sweep.name,
         knobs=cfg.knobs.name,
         lab_devices=list(cfg.get("lab_devices") or []),

@@ -11,14 +11,20 @@ written for, so they apply to that SKU only. The lines' schema is
 roofline/interpretation/lab_schema.py;
 this module is plain Python, so the GPU suite reads conf files without omegaconf."""
 
-from collections.abc import Mapping
-from typing import Any
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, cast
+
+if TYPE_CHECKING:  # plain Python at run time: the GPU suite reads conf files with this module
+    from roofline.configuration.params import DeviceParams
+    from roofline.interpretation.interpret import JudgedDevice
+    from roofline.machines.records import Record
 
 # A datasheet line's name that fits any name measured (a CPU, a Mac's GPU).
 ANY = "*"
 
 
-def measured_name(record: Mapping[str, Any]) -> str | None:
+def measured_name(record: Record) -> str | None:
     """The name of what a results record measured (a GPU's name as torch reports it, a CPU's
     model), or None for a device never measured."""
     if record.get("status") != "measured":
@@ -27,7 +33,7 @@ def measured_name(record: Mapping[str, Any]) -> str | None:
     return hardware.get("name") or hardware.get("model")
 
 
-def judged(name: str, dev: Mapping[str, Any], measured: str | None) -> dict[str, Any]:
+def judged(name: str, dev: DeviceParams, measured: str | None) -> JudgedDevice:
     """The device as the deliverables judge it: its conf as plain data (composed, or a conf file
     read as YAML) with the datasheet line of the SKU `measured` (None: not measured, so the
     first line, the lab's) in place of its table. Peaks left null are dropped."""
@@ -65,4 +71,4 @@ def judged(name: str, dev: Mapping[str, Any], measured: str | None) -> dict[str,
         out["lab_line"]["sku"] = lab["sku"]
         if not chosen or lab is not chosen[0]:
             out["lab_sku"] = lab["sku"]  # written for another SKU: not applied to this one
-    return out
+    return cast("JudgedDevice", out)

@@ -5,9 +5,11 @@ baked into a measurement, so a corrected price or peak re-renders without re-mea
 Pure functions over plain records and device configs (a composed DictConfig, or a conf file
 read as a dict by the GPU suite); no pandas, no omegaconf."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
+from roofline.configuration.params import MeasuringDevice, PublishedParams
 from roofline.core.arithmetic import cpu_flop_per_cycle
 from roofline.core.dtypes import DTYPES
 from roofline.core.schema import Measurement
@@ -19,6 +21,41 @@ from roofline.machines.identity import kind
 LAB_CAUSES = "no warm-up, no synchronisation, a wrong FLOP count, or throttled clocks"
 
 
+class JudgedLabLine(TypedDict):
+    """The datasheet line the lab's band and done threshold were written for."""
+
+    sku: str
+    lab_band_tflops: dict[str, list[float]]
+    lab_done_tflops: dict[str, float]
+
+
+class JudgedDevice(MeasuringDevice):
+    """A device as the deliverables judge it (roofline.interpretation.datasheets.judged): its
+    params entry (roofline.configuration.params.DeviceParams) less its datasheet lines, with the
+    line of the SKU measured in their place."""
+
+    show_pending: bool
+    sky_accelerators: list[str]
+    # The line judged against: the SKU's name in the report, its figures, where they come from.
+    sku: str
+    sku_name: str | None  # the name torch reports that the line is for ("*": any)
+    source: str
+    peak_tflops: dict[str, float]  # dense, per dtype; nulls dropped
+    memory_bandwidth_gbps: float | None
+    memory_gb: float | None
+    peak_clock_mhz: float | None
+    sm_count: int | None
+    clock_ghz: float | None
+    cost_per_hour: float | None
+    published: list[PublishedParams]
+    # The lab's band and done threshold, as applied to this SKU (none where written for another).
+    lab_band_tflops: dict[str, list[float]]
+    lab_done_tflops: dict[str, float]
+    missing: str | None  # why no line fits the name measured (so no MFU), or None
+    lab_sku: str | None  # the SKU they were written for, where that is another
+    lab_line: JudgedLabLine | None
+
+
 def assumed_clock_mhz(
     dtype: str, peak_clock_mhz: float | None, max_clock_mhz: float | None
 ) -> float | None:
@@ -28,7 +65,12 @@ def assumed_clock_mhz(
     return max_clock_mhz if dtype == "float32" else peak_clock_mhz
 
 
-def peaks(dev: Any, record: dict[str, Any]) -> dict[str, tuple[float, str]]:
+# `record` below: the device's lab results record (roofline.machines.records.Record), not named
+# here: plot and report import this module, and naming it would bring the several-machines code
+# into their dependencies (see manifest.STATUSES); the GPU suite passes {}.
+
+
+def peaks(dev: JudgedDevice, record: Mapping[str, Any]) -> dict[str, tuple[float, str]]:
     """Dense peak TFLOP/s and where it comes from, per dtype: `peak_tflops` of the datasheet the
     device is judged against (roofline.interpretation.datasheets.judged); on a CPU, for dtypes
     without one, cores x clock x FLOP per cycle of the best native instruction set, the clock from
@@ -81,7 +123,7 @@ def peaks(dev: Any, record: dict[str, Any]) -> dict[str, tuple[float, str]]:
     return out
 
 
-def no_peak(dev: Any, dtype: str, record: dict[str, Any]) -> str:
+def no_peak(dev: JudgedDevice, dtype: str, record: Mapping[str, Any]) -> str:
     """Why a dtype has no peak (and so no MFU)."""
     if kind(dev) == "cpu" and record.get("status") == "measured":
         if record.get("clock", {}).get("ghz") is None and not dev.get("clock_ghz"):
@@ -100,7 +142,7 @@ def no_peak(dev: Any, dtype: str, record: dict[str, Any]) -> str:
     return f"no datasheet peak for {dtype}: set peak_tflops.{dtype} in the {dev.get('sku')} line"
 
 
-def interpret(points: list[Measurement], dev: dict[str, Any], record: dict[str, Any]) -> list[Row]:
+def interpret(points: list[Measurement], dev: JudgedDevice, record: Mapping[str, Any]) -> list[Row]:
     """results.csv rows for a device's points (its lab record's or its sweep's): each against
     the peak of its dtype in `dev`, the device judged against the datasheet of the SKU measured
     (roofline.interpretation.datasheets.judged); pending ones saying where to measure them. `record`

@@ -11,11 +11,13 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
-from roofline.configuration.params import KINDS
+from roofline.configuration.params import KINDS, BenchParams
 from roofline.core.errors import SchemaError
 from roofline.core.schema import fits, typing_name
+from roofline.device.backends import Library
+from roofline.device.timing import BenchSettings
 
 REMAKE = "remake it from the recorded results: `uv run dvc repro --force -s aggregate`"
 
@@ -34,7 +36,7 @@ class Recorded:
     this platform, the versions it found), kept whole as recorded and written back so. A
     subclass names, as typed fields, the figures the deliverables read of it."""
 
-    recorded: dict[str, Any] = field(default_factory=dict, kw_only=True, repr=False)
+    recorded: dict[str, object] = field(default_factory=dict, kw_only=True, repr=False)
 
 
 @dataclass(frozen=True)
@@ -190,7 +192,7 @@ class MeasuredRun:
         default=None, metadata=WHEN_SET
     )  # a CPU's clock, as measured or read
     fma: Fma | None = field(default=None, metadata=WHEN_SET)
-    libraries: dict[str, Any] | None = field(
+    libraries: dict[str, Library] | None = field(
         default=None, metadata=WHEN_SET
     )  # what each backend ran, by backend
     sweep: SweepRun | None = field(default=None, metadata=WHEN_SET)
@@ -221,14 +223,22 @@ class Manifest:
 
     devices: dict[str, DeviceEntry]
     lab: str = ""
-    bench: dict[str, Any] = field(default_factory=dict)  # the bench settings, as composed
+    bench: BenchSettings = field(default_factory=BenchSettings)  # the bench settings, as composed
     sweep: str = "none"
     knobs: str = "none"
     lab_devices: list[str] = field(default_factory=list)  # those the Definition of Done names
 
 
-# manifest.json's content as JSON reads it (and as aggregate returns it), before it is records.
-ManifestJson = dict[str, Any]
+class ManifestJson(TypedDict):
+    """manifest.json's content as JSON reads it (and as aggregate returns it), before it is
+    records: a Manifest as `to_json` writes it."""
+
+    devices: dict[str, dict[str, object]]  # each a DeviceEntry, its run's fields beside its own
+    lab: str
+    bench: BenchParams
+    sweep: str
+    knobs: str
+    lab_devices: list[str]
 
 
 def to_json(value: Any) -> Any:
@@ -268,15 +278,17 @@ def allowed(kind: Any) -> str:
         return f"a list of {allowed(typing.get_args(kind)[0])}"
     if isinstance(kind, types.UnionType):
         return " or ".join(allowed(part) for part in typing.get_args(kind))
-    return "anything" if kind is Any else typing_name(kind)
+    return "anything" if kind is Any or typing.is_typeddict(kind) else typing_name(kind)
 
 
 def read_as(kind: Any, value: Any, name: str, where: str, fix: str = REMAKE) -> Any:
     """A JSON value as `kind`: a record, a list or JSON object of them, or a plain value checked
     as roofline.core.schema checks a row's (bool is no number; numbers finite); SchemaError names
     the
-    field (`name`, dotted) in `where` (the file and device), and `fix`, how to mend it."""
-    if kind is Any:
+    field (`name`, dotted) in `where` (the file and device), and `fix`, how to mend it. A typed
+    dictionary (a block a measuring stage records in a shape of its own, roofline.device) is
+    taken as recorded, unchecked, as Any is."""
+    if kind is Any or typing.is_typeddict(kind):
         return value
     if isinstance(kind, types.UnionType):  # X | None: a record or container read as X
         parts = [part for part in typing.get_args(kind) if part is not type(None)]

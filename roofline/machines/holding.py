@@ -11,8 +11,18 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TypedDict
 
 from filelock import FileLock, Timeout
+
+
+class Holder(TypedDict):
+    """Who holds a device's lock, as its `.holder` file says (for whoever waits)."""
+
+    stage: str
+    pid: int
+    cwd: str
+    since: str  # when it took the lock, local time
 
 
 def lock_path(name: str) -> Path:
@@ -21,7 +31,7 @@ def lock_path(name: str) -> Path:
 
 def holder(path: Path) -> str:
     try:
-        who = json.loads(path.with_suffix(".holder").read_text(encoding="utf-8"))
+        who: Holder = json.loads(path.with_suffix(".holder").read_text(encoding="utf-8"))
         return f"its {who['stage']} (pid {who['pid']}, in {who['cwd']}, since {who['since']})"
     except (OSError, ValueError, KeyError):
         return f"another process (it holds {path})"
@@ -48,7 +58,7 @@ def holding(name: str, stage: str, measuring: bool = True) -> Iterator[None]:
         lock.acquire()
     try:
         since = time.strftime("%Y-%m-%dT%H:%M:%S")
-        who = {"stage": stage, "pid": os.getpid(), "cwd": os.getcwd(), "since": since}
+        who: Holder = {"stage": stage, "pid": os.getpid(), "cwd": os.getcwd(), "since": since}
         with contextlib.suppress(OSError):  # who holds it is a courtesy to whoever waits
             path.with_suffix(".holder").write_text(json.dumps(who), encoding="utf-8")
         yield

@@ -5,20 +5,24 @@ several-machines rules compare records by it."""
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, cast
 
+from roofline.device.description import AppleGpu, CpuInfo, Found, GpuInfo, Hardware, Identity
 from roofline.device.hardware import live_hardware
 
 if TYPE_CHECKING:  # omegaconf stays optional here: the GPU suite runs without it
     from omegaconf import DictConfig
 
+    from roofline.configuration.params import ProbeDevice
 
-def kind(dev: DictConfig | dict) -> str:
+
+def kind(dev: DictConfig | ProbeDevice) -> str:
     """ "cpu", "cuda" or "mps", from a composed config (an enum) or a plain YAML dict."""
     return getattr(dev["kind"], "name", dev["kind"])
 
 
-def find_device(dev: DictConfig | dict, hardware: dict[str, Any]) -> dict[str, Any] | None:
+def find_device(dev: DictConfig | ProbeDevice, hardware: Hardware) -> Found | None:
     """The part of `hardware` that is this configured device, or None if it is not here."""
     rec = dev["recognise"]
     if kind(dev) == "cpu":
@@ -28,44 +32,56 @@ def find_device(dev: DictConfig | dict, hardware: dict[str, Any]) -> dict[str, A
             return hardware["cpu"]
         return None
     gpus = hardware.get("apple_gpus", []) if kind(dev) == "mps" else hardware["gpus"]
+    return find_gpu(dev, gpus)
+
+
+def find_gpu(
+    dev: DictConfig | ProbeDevice, gpus: Sequence[GpuInfo | AppleGpu]
+) -> GpuInfo | AppleGpu | None:
+    """The first of `gpus` this configured GPU device recognises by name, or None."""
+    pattern = dev["recognise"].get("gpu_name")
     for gpu in gpus:
-        if rec.get("gpu_name") and re.search(rec["gpu_name"], gpu["name"]):
+        if pattern and re.search(pattern, gpu["name"]):
             return gpu
     return None
 
 
 def locate(
-    dev: DictConfig | dict, hardware: dict[str, Any] | None = None
-) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    dev: DictConfig | ProbeDevice, hardware: Hardware | None = None
+) -> tuple[Found | None, Identity | None]:
     """(the device's part of this machine, its stable identity), or (None, None) if not here."""
     found = find_device(dev, hardware or live_hardware())
     return found, identity(kind(dev), found) if found else None
 
 
-def identity(kind: str, found: dict[str, Any]) -> dict[str, Any]:
-    """The stable part of a device's description: what "the same hardware" means.
+def identity(kind: str, found: Found) -> Identity:
+    """The stable part of a device's description: what "the same hardware" means (`found`: the
+    device's part of it, of the kind `kind` says).
 
     No clocks, temperatures, driver builds or host names, so re-probing the same machine gives
     the same fingerprint."""
     if kind == "cpu":
+        cpu = cast(CpuInfo, found)
         # The machine's cores, and only where a fence (affinity, a quota) left fewer to this
         # run, those: a fence is how the machine was run, not another machine (same_machine).
-        machine = found.get("machine_cores") or found["logical_cores"]
-        fenced = (
-            {"usable_cores": found["logical_cores"]} if found["logical_cores"] < machine else {}
-        )
-        return {"model": found["model"], "logical_cores": machine, "isa": found["isa"]} | fenced
+        machine = cpu.get("machine_cores") or cpu["logical_cores"]
+        out: Identity = {"model": cpu["model"], "logical_cores": machine, "isa": cpu["isa"]}
+        if cpu["logical_cores"] < machine:
+            out["usable_cores"] = cpu["logical_cores"]
+        return out
     if kind == "mps":
-        return {"name": found["name"], "memory_gib": round(found["memory_bytes"] / 2**30)}
+        apple = cast(AppleGpu, found)
+        return {"name": apple["name"], "memory_gib": round(apple["memory_bytes"] / 2**30)}
+    gpu = cast(GpuInfo, found)
     return {
-        "name": found["name"],
-        "compute_capability": found["compute_capability"],
-        "sm_count": found["sm_count"],
-        "memory_gib": round(found["memory_bytes"] / 2**30),
+        "name": gpu["name"],
+        "compute_capability": gpu["compute_capability"],
+        "sm_count": gpu["sm_count"],
+        "memory_gib": round(gpu["memory_bytes"] / 2**30),
     }
 
 
-def same_machine(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+def same_machine(a: Identity | None, b: Identity | None) -> bool:
     """Whether two identities are one machine, whatever fence each run had: re-measuring it
     with another core count overwrites no other machine's results."""
     if a is None or b is None:
@@ -75,7 +91,7 @@ def same_machine(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
     }
 
 
-def describe(hardware_identity: dict[str, Any]) -> str:
+def describe(hardware_identity: Identity) -> str:
     if "model" in hardware_identity:
         usable = hardware_identity.get("usable_cores")
         fenced = f", {usable} usable" if usable else ""
@@ -85,7 +101,7 @@ def describe(hardware_identity: dict[str, Any]) -> str:
     return f"{hardware_identity['name']} (sm_{hardware_identity['compute_capability']})"
 
 
-def describe_apart(here: dict[str, Any], recorded: dict[str, Any]) -> tuple[str, str]:
+def describe_apart(here: Identity, recorded: Identity) -> tuple[str, str]:
     """Two identities described so that a reader sees how they differ (the same model can
     differ in the instruction sets a VM exposes, or in its core count)."""
     a, b = describe(here), describe(recorded)
@@ -100,8 +116,10 @@ def describe_apart(here: dict[str, Any], recorded: dict[str, Any]) -> tuple[str,
     )
 
 
-def unmatched_gpus(devices: DictConfig | dict, hardware: dict[str, Any]) -> list[dict[str, Any]]:
+def unmatched_gpus(
+    devices: DictConfig | Mapping[str, ProbeDevice], hardware: Hardware
+) -> list[GpuInfo]:
     """GPUs here that no configured device recognises."""
-    patterns = [d["recognise"].get("gpu_name") for d in devices.values()]
-    patterns = [p for p in patterns if p]
+    named = [d["recognise"].get("gpu_name") for d in devices.values()]
+    patterns = [p for p in named if p]
     return [g for g in hardware["gpus"] if not any(re.search(p, g["name"]) for p in patterns)]

@@ -6,14 +6,20 @@ change of measuring code stales the devices this machine can measure and no othe
 aggregate stage compares a record's keys with the current ones, and the report shows a device
 measured by older code or params as such."""
 
+from __future__ import annotations
+
 import hashlib
 import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from roofline.configuration.params import MEASURING_KEYS, STAGE_PARAMS
+from roofline.configuration.params import MEASURING_KEYS, STAGE_PARAMS, Params
 from roofline.core.files import keep_cache
 from roofline.machines.code import stats
+
+if TYPE_CHECKING:  # records imports this module
+    from roofline.machines.records import Fingerprint, Record, StageKey
 
 UNRECORDED = "unrecorded"  # a record from before keys were recorded
 # The code keys as last computed, with the size and mtime of every file of ours they came from:
@@ -28,7 +34,7 @@ def fingerprint_params(stage: str) -> list[str]:
     return ["status", "hardware", "torch", f"measures.{stage}"]
 
 
-def fingerprint_values(fingerprint: dict[str, Any], stage: str) -> dict[str, Any]:
+def fingerprint_values(fingerprint: Fingerprint, stage: str) -> dict[str, object]:
     """What a stage's dvc.lock records of the fingerprint it ran under (its params)."""
     return {
         key: (fingerprint.get("measures") or {}).get(stage)
@@ -38,8 +44,9 @@ def fingerprint_values(fingerprint: dict[str, Any], stage: str) -> dict[str, Any
     }
 
 
-def stage_params(params: dict[str, Any], name: str, stage: str) -> dict[str, Any]:
-    """The params a device's measuring stage reads: its top-level ones and the device's keys."""
+def stage_params(params: Params, name: str, stage: str) -> dict[str, object]:
+    """The params a device's measuring stage reads: its top-level ones and the device's keys
+    (dotted name -> its value as params.yaml holds it; only hashed)."""
     dev = params["devices"][name]
     return {key: params.get(key) for key in STAGE_PARAMS[stage]} | {
         f"devices.{name}": {key: dev.get(key) for key in MEASURING_KEYS}
@@ -85,17 +92,17 @@ def code_keys(root: Path = Path(".")) -> dict[str, str]:
     return keys
 
 
-def stage_key(params: dict[str, Any], name: str, stage: str, root: Path = Path(".")) -> dict:
+def stage_key(params: Params, name: str, stage: str, root: Path = Path(".")) -> StageKey:
     """{code, params}: what a measurement of this stage of the device, made now, depends on."""
     text = json.dumps(stage_params(params, name, stage), sort_keys=True, default=str)
     return {"code": code_keys(root)[stage], "params": digest(text.encode())}
 
 
-def measuring_keys(params: dict[str, Any], name: str, root: Path = Path(".")) -> dict[str, Any]:
+def measuring_keys(params: Params, name: str, root: Path = Path(".")) -> dict[str, StageKey]:
     return {stage: stage_key(params, name, stage, root) for stage in STAGE_PARAMS}
 
 
-def pending_keys(params: dict[str, Any], name: str) -> dict[str, Any]:
+def pending_keys(params: Params, name: str) -> dict[str, str]:
     """A never-measured device's keys: its pending rows change with its points only."""
     dev = params["devices"][name]
     points = json.dumps([dev.get(key) for key in ("dtypes", "shapes", "backends")], default=str)
@@ -105,7 +112,7 @@ def pending_keys(params: dict[str, Any], name: str) -> dict[str, Any]:
     }
 
 
-def recorded_key(record: Any, stage: str) -> Any:
+def recorded_key(record: Record | None, stage: str) -> StageKey | str:
     """The key a stage's record was measured by (UNRECORDED for one from before keys)."""
     if not isinstance(record, dict):
         return UNRECORDED
@@ -114,7 +121,7 @@ def recorded_key(record: Any, stage: str) -> Any:
     return (record.get("fingerprint") or {}).get("measures", {}).get(stage, UNRECORDED)
 
 
-def older(record: dict[str, Any], stage: str, current: dict[str, Any]) -> list[str]:
+def older(record: Record, stage: str, current: StageKey) -> list[str]:
     """What of the stage's current key differs from the record's: "code", "params", or both."""
     was = recorded_key(record, stage)
     if not isinstance(was, dict):
@@ -122,7 +129,9 @@ def older(record: dict[str, Any], stage: str, current: dict[str, Any]) -> list[s
     return [part for part in ("code", "params") if was.get(part) != current[part]]
 
 
-def outdated(records: dict[str, Any], params: dict[str, Any], name: str) -> dict[str, list[str]]:
+def outdated(
+    records: Mapping[str, Record | None], params: Params, name: str
+) -> dict[str, list[str]]:
     """For each measured record of a device (stage -> record), what of the code and params that
     measured it differs from today's; stages measured by today's, or that ran nothing, are left
     out."""

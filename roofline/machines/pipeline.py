@@ -10,12 +10,13 @@
 Each stage depends on exactly the code it runs (the repository's modules it imports, read
 from their import statements) and on exactly the params that change its output."""
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Required, TypedDict, Unpack
 
 import yaml
 
-from roofline.configuration.params import PROBE_KEYS
+from roofline.configuration.params import PROBE_KEYS, DeviceParams
 from roofline.core.paths import EXPERIMENT, RECORDS, device_dir, fingerprint_path
 from roofline.machines.code import code_deps
 from roofline.machines.keys import fingerprint_params
@@ -45,23 +46,94 @@ SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # the DVC remote's, fr
 DEVICE_OUTPUTS = ("fingerprint.json", "results.json", "sweep.json", "knobs.json")
 
 
+class OutFlags(TypedDict, total=False):
+    """An output's or a metric's flags in dvc.yaml (DVC's OUT_PSTAGE_DETAILED_SCHEMA): those
+    used here."""
+
+    cache: bool
+    persist: bool
+
+
+class PlotProps(TypedDict, total=False):
+    """A plot's properties in dvc.yaml's top-level `plots` (DVC's PLOT_DEFINITION): those used
+    here."""
+
+    template: str
+    x: str
+    y: str
+    title: str
+
+
+# An output or a metric in dvc.yaml: {path: its flags}.
+Outs = list[dict[str, OutFlags]]
+# A stage's params in dvc.yaml: a key of params.yaml, or {params file: [its keys]}.
+ParamsList = list[str | dict[str, list[str]]]
+
+
+class StageOptions(TypedDict, total=False):
+    """The fields of a dvc.yaml stage that `stage` passes through as given."""
+
+    outs: Outs
+    metrics: Outs
+    always_changed: bool
+
+
+class DvcStage(StageOptions, total=False):
+    """A stage in dvc.yaml (DVC's STAGE_DEFINITION): the fields used here."""
+
+    cmd: Required[str]
+    wdir: str
+    deps: list[str]
+    params: ParamsList
+
+
+class DvcPipeline(TypedDict, total=False):
+    """A dvc.yaml file (DVC's MULTI_STAGE_SCHEMA): the fields used here."""
+
+    stages: Required[dict[str, DvcStage]]
+    plots: list[str | dict[str, PlotProps]]
+
+
+class Autostop(TypedDict):
+    idle_minutes: int
+    down: bool
+
+
+class SkyResources(TypedDict):
+    accelerators: list[str]  # "NAME:COUNT", in order of preference
+    disk_size: int  # GB
+    autostop: Autostop
+
+
+class SkyTask(TypedDict):
+    """A SkyPilot task file (cloud/<name>.yaml): the fields used here."""
+
+    name: str
+    resources: SkyResources
+    workdir: str
+    envs: dict[str, str]
+    secrets: dict[str, str]
+    setup: str
+    run: str
+
+
 def stage(
     module: str,
     root: Path,
     *args: str,
     wdir: str | None = None,
-    deps: list[Path | str] = (),
-    params: list[Any] | None = None,
+    deps: Sequence[Path | str] = (),
+    params: ParamsList | None = None,
     code: bool = True,
-    **rest: Any,
-) -> dict[str, Any]:
+    **rest: Unpack[StageOptions],
+) -> DvcStage:
     """A stage running `python -m module args`, depending on `deps` and (`code`) on its own code."""
-    out: dict[str, Any] = {"cmd": " ".join(["python", "-m", module, *args])}
+    out: DvcStage = {"cmd": " ".join(["python", "-m", module, *args])}
     if wdir:
         out["wdir"] = wdir
-    deps = list(dict.fromkeys([*map(str, deps), *(code_deps(module, root) if code else [])]))
-    if deps:
-        out["deps"] = deps
+    paths = list(dict.fromkeys([*map(str, deps), *(code_deps(module, root) if code else [])]))
+    if paths:
+        out["deps"] = paths
     if params:
         out["params"] = params
     return out | rest
@@ -77,11 +149,11 @@ def up_to_root(folder: Path) -> str:
     return "/".join([".."] * len(folder.parts))
 
 
-def kept(path: Path) -> list[dict[str, Any]]:
+def kept(path: Path) -> Outs:
     return [{str(path): {"persist": True}}]
 
 
-def probes_pipeline(root: Path) -> dict[str, Any]:
+def probes_pipeline(root: Path) -> DvcPipeline:
     """The probe of every device, in one process: the one stage DVC runs on every `dvc repro`
     (five always-changed probe stages, one per device, made a no-op repro cost about twice
     `dvc status`: docs/development.md). Its lock records only the keys file, the same on every
@@ -101,7 +173,7 @@ def probes_pipeline(root: Path) -> dict[str, Any]:
     }
 
 
-def device_pipeline(name: str, root: Path) -> dict[str, Any]:
+def device_pipeline(name: str, root: Path) -> DvcPipeline:
     """One device's stages, run from the repository root. None depends on code or params.yaml
     directly: the probe of every device (probes_pipeline) runs every time and rewrites this
     device's fingerprint when it changes, which runs this probe stage, so that the device's own
@@ -133,7 +205,7 @@ def device_pipeline(name: str, root: Path) -> dict[str, Any]:
     return {"stages": stages}
 
 
-def task_file(name: str, dev: dict[str, Any]) -> dict[str, Any]:
+def task_file(name: str, dev: DeviceParams) -> SkyTask:
     """The SkyPilot task that measures a GPU device on a rented pod: the accelerators in the
     device's order of preference, taken down when idle so a lost laptop leaves nothing billing."""
     return {
@@ -151,12 +223,12 @@ def task_file(name: str, dev: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def lab_pipeline(names: list[str], root: Path) -> dict[str, Any]:
+def lab_pipeline(names: list[str], root: Path) -> DvcPipeline:
     """aggregate -> plot -> report over every device's recorded results."""
     recorded = [output(name) for name in names for output in RECORDS.values()]
     table, manifest = EXPERIMENT / "results.csv", EXPERIMENT / "manifest.json"
 
-    def untracked(*paths: Path) -> list[dict[str, Any]]:
+    def untracked(*paths: Path) -> Outs:
         # In git, not DVC's cache; kept on disk while the stage runs, so a failed render
         # leaves the previous deliverables whole.
         return [{str(path): {"cache": False, "persist": True}} for path in paths]
@@ -228,7 +300,7 @@ Dumper.add_representer(
 )
 
 
-def dump(pipeline: dict[str, Any], header: str = HEADER) -> str:
+def dump(pipeline: DvcPipeline | SkyTask, header: str = HEADER) -> str:
     return header + yaml.dump(pipeline, Dumper=Dumper, sort_keys=False, width=100)
 
 
@@ -236,7 +308,7 @@ def task_path(name: str) -> Path:
     return Path("cloud") / f"{name}.yaml"
 
 
-def pipeline_files(devices: dict[str, dict[str, Any]], root: Path) -> dict[Path, str]:
+def pipeline_files(devices: dict[str, DeviceParams], root: Path) -> dict[Path, str]:
     """Every generated file (relative to the root) and its text, for these devices (plain
     dicts, as composed into params.yaml)."""
     names = list(devices)

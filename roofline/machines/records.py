@@ -22,9 +22,10 @@ elsewhere. So a change of measuring code re-measures the devices this machine ha
 no other device's stage: its lock, its files and the pod's `git pull` are left alone."""
 
 import hashlib
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, NamedTuple, NotRequired, TypedDict
+from typing import Any, NamedTuple, NotRequired, TypedDict, cast
 
 import yaml
 
@@ -103,6 +104,32 @@ class Record(TypedDict):
     tunableop_results: NotRequired[str | None]  # ...TunableOp's results file, as text
 
 
+class LockedFile(TypedDict):
+    """A dependency or output as dvc.lock records it (DVC's lock file schema, DATA_SCHEMA)."""
+
+    path: str
+    hash: NotRequired[str]  # the hash's name: "md5"
+    md5: NotRequired[str]
+    size: NotRequired[int]
+    nfiles: NotRequired[int]  # a folder's
+
+
+class LockedStage(TypedDict, total=False):
+    """A stage as dvc.lock records it (DVC's LOCK_FILE_STAGE_SCHEMA)."""
+
+    cmd: str
+    deps: list[LockedFile]
+    params: dict[str, dict[str, object]]  # params file -> each param's value as it ran
+    outs: list[LockedFile]
+
+
+class LockFile(TypedDict):
+    """A dvc.lock file (DVC's LOCKFILE_SCHEMA)."""
+
+    schema: str  # "2.0"
+    stages: dict[str, LockedStage]
+
+
 NEVER = "never measured"
 # The states a record can be on record in; "lost": its data was in neither the workspace, DVC's
 # cache nor the remote, and a machine without the device recorded it so (`probe --lost`).
@@ -110,7 +137,7 @@ LOST = "lost"
 KNOWN = ("measured", "pending", LOST)
 
 
-def lock_stage(name: str, stage: str) -> dict[str, Any]:
+def lock_stage(name: str, stage: str) -> LockedStage:
     """What git's dvc.lock for this device records of one of its stages ({} when nothing)."""
     lock = device_dir(name) / "dvc.lock"
     if not lock.exists():
@@ -192,8 +219,11 @@ def differs_from_lock(name: str, stage: str, path: Path) -> bool:
 
 
 def fingerprint(
-    name: str, hardware_identity: dict[str, Any], torch_version: str, measures: dict[str, Any]
-) -> dict:
+    name: str,
+    hardware_identity: Identity | None,
+    torch_version: str | None,
+    measures: Mapping[str, StageKey | str],
+) -> Fingerprint:
     """What a device's measurements depend on: its hardware, the torch build (a new torch is
     a new measurement on the same hardware) and each measuring stage's key."""
     return {
@@ -201,15 +231,23 @@ def fingerprint(
         "status": "recorded",
         "hardware": hardware_identity,
         "torch": torch_version,
-        "measures": measures,
+        "measures": dict(measures),
     }
 
 
-def never_measured(name: str, measures: dict[str, Any], status: str = NEVER) -> dict:
-    return {"device": name, "status": status, "hardware": None, "torch": None, "measures": measures}
+def never_measured(
+    name: str, measures: Mapping[str, StageKey | str], status: str = NEVER
+) -> Fingerprint:
+    return {
+        "device": name,
+        "status": status,
+        "hardware": None,
+        "torch": None,
+        "measures": dict(measures),
+    }
 
 
-def lost_fingerprint(name: str) -> dict:
+def lost_fingerprint(name: str) -> Fingerprint:
     return never_measured(name, dict.fromkeys(STAGE_PARAMS, LOST), LOST)
 
 
@@ -223,7 +261,7 @@ def points(dev: Any) -> list[tuple[str, list[int], str]]:
     ]
 
 
-def pending_record(name: str, dev: Any) -> dict[str, Any]:
+def pending_record(name: str, dev: Any) -> Record:
     """A never-measured device's results: a row per point, with no numbers."""
     rows = [
         empty(name, dtype, shape, "pending", "never measured", backend)
@@ -232,22 +270,24 @@ def pending_record(name: str, dev: Any) -> dict[str, Any]:
     return record(name, "pending", rows=[asdict(row) for row in rows])
 
 
-def record(name: str, status: str, **extra: Any) -> dict[str, Any]:
-    """A measuring stage's record, in this code's schema version."""
-    return {"schema": SCHEMA_VERSION, "device": name, "status": status, **extra}
+def record(name: str, status: str, **extra: Any) -> Record:
+    """A measuring stage's record, in this code's schema version (`extra`: its other fields)."""
+    return cast(Record, {"schema": SCHEMA_VERSION, "device": name, "status": status, **extra})
 
 
-def sweep_record(name: str, sweep: str, status: str, **extra: Any) -> dict[str, Any]:
+def sweep_record(name: str, sweep: str, status: str, **extra: Any) -> Record:
     """A device's sweep record; a pending or `none` sweep has no rows."""
     return record(name, status, sweep=sweep, **({"rows": []} | extra))
 
 
-def knobs_record(name: str, knobs: str, status: str, **extra: Any) -> dict[str, Any]:
+def knobs_record(name: str, knobs: str, status: str, **extra: Any) -> Record:
     """A device's knobs record; pending or `none` knobs have no rows."""
     return record(name, status, knobs=knobs, **({"rows": []} | extra))
 
 
-def on_record(name: str, records: dict[str, Any], pending: dict[str, Any]) -> dict:
+def on_record(
+    name: str, records: Mapping[str, Record | None], pending: Mapping[str, str]
+) -> Fingerprint:
     """The fingerprint of what is on record: the hardware and torch a measured results.json
     was measured under, with each stage's key from its own record (`records`: stage -> its
     record as read, None when absent), else "never measured" with `pending`'s keys. A record
@@ -280,12 +320,12 @@ def on_record(name: str, records: dict[str, Any], pending: dict[str, Any]) -> di
 
 def probe_decision(
     name: str,
-    record: dict,
-    here: dict | None,
-    fresh: dict | None,
+    record: Fingerprint,
+    here: Identity | None,
+    fresh: Fingerprint | None,
     replace: bool = False,
-    claimed: dict | None = None,
-) -> tuple[dict, str]:
+    claimed: Fingerprint | None = None,
+) -> tuple[Fingerprint | None, str]:
     """(fingerprint to write, what happened, for the log).
 
     `record` is what is on record (on_record); `here` the identity of the device on this
@@ -338,7 +378,7 @@ def probe_decision(
     )
 
 
-def usable(identity: dict) -> int:
+def usable(identity: Identity) -> int:
     return identity.get("usable_cores") or identity["logical_cores"]
 
 
@@ -347,19 +387,19 @@ class Decision(NamedTuple):
     and `why`); the device's part of this machine and its identity; the fingerprint."""
 
     action: str
-    found: dict | None
-    here: dict | None
-    fingerprint: dict
+    found: Found | None
+    here: Identity | None
+    fingerprint: Fingerprint
     why: str = ""
 
 
-def measured_under_this(name: str, stage: str, recorded: dict) -> bool:
+def measured_under_this(name: str, stage: str, recorded: Fingerprint) -> bool:
     """Whether dvc.lock says the stage's output was measured under this very fingerprint."""
     locked = lock_stage(name, stage).get("params", {}).get(str(fingerprint_path(name)))
     return locked == fingerprint_values(recorded, stage)
 
 
-def only_the_cache_changed(name: str, stage: str, output: Path, recorded: dict) -> bool:
+def only_the_cache_changed(name: str, stage: str, output: Path, recorded: Fingerprint) -> bool:
     """Whether the output is the one dvc.lock records, measured under this very fingerprint,
     and DVC's cache lacks it (a deleted cache): re-measuring it would gain nothing."""
     md5 = locked_md5(name, stage, output)
@@ -379,7 +419,7 @@ def edited(name: str, output: Path, why: str, then: str = "") -> RecordError:
     )
 
 
-def kept(name: str, stage: str, output: Path, recorded: dict, here: dict | None) -> str:
+def kept(name: str, stage: str, output: Path, recorded: Fingerprint, here: Identity | None) -> str:
     """Why a stage of a device measured elsewhere keeps its record; raises RecordError where
     the record on disk is not the one on record."""
     that = describe(recorded["hardware"])
@@ -427,7 +467,7 @@ def decide(name: str, dev: Any, stage: str, output: Path) -> Decision:
     return Decision("measure", found, here, recorded)
 
 
-def lost_records(name: str) -> dict[Path, dict[str, Any]]:
+def lost_records(name: str) -> dict[Path, Record]:
     """For `probe --lost`: a "lost" record for each of the device's records that dvc.lock names,
     this workspace lacks, and neither DVC's cache nor the remote has; raises RecordError naming
     where one is, where it is somewhere."""

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
 import torch
 
@@ -18,8 +18,9 @@ from roofline.core.errors import ConfigError, HardwareError
 from roofline.core.progress import progress, say
 from roofline.core.schema import SCHEMA_VERSION
 from roofline.device.backends import libraries
-from roofline.device.peakflops import cpu_clock, measure_fma
-from roofline.machines.records import points
+from roofline.device.description import CpuInfo, Found
+from roofline.device.peakflops import FmaCeiling, cpu_clock, measure_fma
+from roofline.machines.records import Fingerprint, Record, RunInfo, points
 from roofline.measuring.measure import describe, measure_memory_ceiling, measure_point, target_for
 from roofline.measuring.provenance import environment, git_revision, versions
 
@@ -70,7 +71,7 @@ def started() -> tuple[datetime, float]:
     return datetime.now(UTC), time.perf_counter()
 
 
-def run_info(started: datetime, t0: float, kind: str) -> dict[str, Any]:
+def run_info(started: datetime, t0: float, kind: str) -> RunInfo:
     """When, how long, at which revision and with what software a run measured."""
     return {
         "started_at": started.isoformat(timespec="seconds"),
@@ -86,10 +87,10 @@ def measure_device(
     name: str,
     dev: DictConfig,
     bench: BenchSettings,
-    found: dict[str, Any],
-    fingerprint: dict[str, Any],
+    found: Found,
+    fingerprint: Fingerprint,
     log: Callable[[str], None] = say,
-) -> dict[str, Any]:
+) -> Record:
     """Every point of a device, then its copy bandwidth (and a CPU's clock), as its record,
     with the fingerprint (hardware, torch) it was measured under."""
     kind = dev.kind.name
@@ -104,26 +105,28 @@ def measure_device(
             log(describe(rows[-1]))
     memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
     log(f"{name} copy {bench.copy_mib} MiB: {memory['gbps']:.1f} GB/s (read + write)")
-    record = {
+    record: Record = {
         "schema": SCHEMA_VERSION,
         "device": name,
         "status": "measured",
         "hardware": fingerprint["hardware"],
         "fingerprint": fingerprint,
-        "found": {k: v for k, v in found.items() if k != "uuid"},
+        # The same part, without the UUID that names one card of the model.
+        "found": cast(Found, {k: v for k, v in found.items() if k != "uuid"}),
         "run": run_info(*begun, kind),
         "memory": memory,
         "rows": [asdict(row) for row in rows],
     }
     if kind == "cpu":  # the CPU itself: its clock, and its FMA ceiling at the widest vector
-        record["clock"] = cpu_clock(found["logical_cores"])
-        record["fma"] = measure_fma(found["logical_cores"], found["isa"])
+        cpu = cast(CpuInfo, found)
+        record["clock"] = cpu_clock(cpu["logical_cores"])
+        record["fma"] = measure_fma(cpu["logical_cores"], cpu["isa"])
         log(f"{name} FMA ceiling: {describe_fma(record['fma'])}")
     record["libraries"] = libraries(list(dev.backends))
     return record
 
 
-def describe_fma(fma: dict[str, Any]) -> str:
+def describe_fma(fma: FmaCeiling) -> str:
     if fma["gflops"] is None:
         return f"{fma['vector']}: {fma['reason']}"
     return f"{fma['gflops'] / 1e3:.4g} TFLOP/s ({fma['vector']}, every core)"

@@ -20,13 +20,14 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import torch
 
 from roofline.core import arithmetic as ar
 from roofline.core.errors import RooflineError
-from roofline.core.schema import KnobMeasurement
+from roofline.core.schema import THREADS_KNOB, KnobMeasurement
+from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.kinds import Unavailable
 from roofline.device.peakflops import naive_matmul
 from roofline.device.timing import BenchSettings, Timer, sample
@@ -124,7 +125,7 @@ def threads(count: int) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def cpu_knobs(target: Target, found: dict[str, Any], config: Any, s: Settings) -> list[Knob]:
+def cpu_knobs(target: Target, found: CpuInfo, config: Any, s: Settings) -> list[Knob]:
     shape, small = list(config.shape), list(config.naive_shape)
     cores, timer = found["logical_cores"], target.kind.timer()
     native = native_cpu_dtypes(set(found["isa"]))
@@ -173,16 +174,14 @@ def cpu_knobs(target: Target, found: dict[str, Any], config: Any, s: Settings) -
 
     return [
         Knob("naive -> BLAS", "textbook loop", "BLAS", "float32", small, True, naive),
-        Knob("1 thread -> every core", "1 thread", "every core", "float32", shape, True, all_cores),
+        Knob(THREADS_KNOB, "1 thread", "every core", "float32", shape, True, all_cores),
         Knob("BLAS library", "torch", "numpy", "float32", shape, True, library),
         Knob("float32 -> bfloat16", "float32", "bfloat16", "bfloat16", shape, False, bfloat16),
         Knob("oneDNN instruction set", "capped", "uncapped", "bfloat16", shape, True, isa_cap),
     ]
 
 
-def gpu_knobs(
-    target: Target, found: dict[str, Any], config: Any, s: Settings, tuning: Path
-) -> list[Knob]:
+def gpu_knobs(target: Target, found: GpuInfo, config: Any, s: Settings, tuning: Path) -> list[Knob]:
     shape, small, l2 = list(config.shape), list(config.small_shape), list(config.l2_shape)
     kind, capability = target.kind, found.get("compute_capability")
     timer = kind.timer()
@@ -331,25 +330,25 @@ def measure_knob(name: str, knob: Knob, s: Settings) -> KnobMeasurement:
     return point
 
 
-def knobs_for(
-    target: Target, found: dict[str, Any], config: Any, s: Settings, tuning: Path
-) -> list[Knob]:
+def knobs_for(target: Target, found: Found, config: Any, s: Settings, tuning: Path) -> list[Knob]:
+    """The knobs of the device `target` is (`found`: its part of the description, that kind's)."""
     if target.kind.name == "cpu":
-        return cpu_knobs(target, found, config.cpu, s)
+        return cpu_knobs(target, cast(CpuInfo, found), config.cpu, s)
     if target.kind.name == "cuda":
-        return gpu_knobs(target, found, config.cuda, s, tuning)
+        return gpu_knobs(target, cast(GpuInfo, found), config.cuda, s, tuning)
     return []
 
 
 def measure_knobs(
     name: str,
     target: Target,
-    found: dict[str, Any],
+    found: Found,
     config: Any,
     s: Settings,
     log: Callable[[str], None] = print,
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Every knob of this device, as rows; and TunableOp's results file, kept as text."""
+    """Every knob of this device, as rows (asdict() of each KnobMeasurement, as a record keeps
+    them); and TunableOp's results file, kept as text."""
     with tempfile.TemporaryDirectory() as tmp:
         tuning = Path(tmp, "tunableop_results.csv")
         rows = []
@@ -370,6 +369,14 @@ def describe(point: KnobMeasurement) -> str:
     )
 
 
+class CappedAnswer(TypedDict):
+    """What a capped process prints (roofline.measuring.capped), as JSON."""
+
+    check_error: float | None  # the product's, against float64; None where it was wrong
+    samples: list[float]  # per call; none for a window of 0 s (checked only)
+    error: str | None  # why the product was wrong (WrongResult), or None
+
+
 def capped_side(label: str, isa: str | None, shape: list[int], s: Settings) -> Side:
     """bfloat16 through oneDNN in a process of its own, its instruction set capped at `isa`
     (None: uncapped): oneDNN reads ONEDNN_MAX_CPU_ISA once, when torch loads. The process
@@ -380,7 +387,7 @@ def capped_side(label: str, isa: str | None, shape: list[int], s: Settings) -> S
     if isa:
         env["ONEDNN_MAX_CPU_ISA"] = isa
 
-    def run(window: BenchSettings) -> dict[str, Any]:
+    def run(window: BenchSettings) -> CappedAnswer:
         options = json.dumps([shape, s.threads, asdict(window)])
         args = [sys.executable, "-m", "roofline.measuring.capped", options]
         done = subprocess.run(args, env=env, capture_output=True, text=True)
@@ -395,4 +402,4 @@ def capped_side(label: str, isa: str | None, shape: list[int], s: Settings) -> S
     checked = run(replace(s.bench, min_seconds=0.0))  # a window of 0 s: checked, not timed
     if checked["error"]:
         raise WrongResult(checked["error"])
-    return Side(label, checked["check_error"], measure)
+    return Side(label, cast(float, checked["check_error"]), measure)  # checked: a number

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -17,8 +17,12 @@ from roofline.core.dtypes import DTYPES
 from roofline.core.errors import RooflineError
 from roofline.core.schema import Measurement, empty, measurement
 from roofline.device import backends, kinds, telemetry
+from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.timing import BenchSettings
 from roofline.measuring.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
+
+if TYPE_CHECKING:  # the records' rules import yaml and more: the GPU suite runs this bare
+    from roofline.machines.records import CopyCeiling
 
 
 @dataclass
@@ -48,7 +52,7 @@ def native_cpu_dtypes(flags: set[str]) -> set[str]:
     }
 
 
-def cpu_target(found: dict[str, Any]) -> Target:
+def cpu_target(found: CpuInfo) -> Target:
     # Every core, for every library: torch.utils.benchmark would use one thread, and numpy's
     # BLAS follows its own environment variables.
     from threadpoolctl import threadpool_limits  # the CPU's only: a GPU image may lack it
@@ -60,17 +64,20 @@ def cpu_target(found: dict[str, Any]) -> Target:
     return Target(kinds.Kind(), found.get("cache_bytes"), found["memory_bytes"], native, cores)
 
 
-def gpu_target(found: dict[str, Any], log: Callable[[str], None]) -> Target:
+def gpu_target(found: GpuInfo, log: Callable[[str], None]) -> Target:
     kind = kinds.Cuda(found["index"], found.get("uuid"))
     if kind.telemetry_error:
         log(kind.telemetry_error)
     return Target(kind, found.get("l2_bytes"), found["memory_bytes"], None)
 
 
-def target_for(kind: str, found: dict[str, Any], log: Callable[[str], None]) -> Target:
+def target_for(kind: str, found: Found, log: Callable[[str], None]) -> Target:
+    """`found` is the device's part of the description, of the kind `kind` says."""
     if kind == "mps":  # no cache size to rotate past: unified memory
         return Target(kinds.Mps(), None, found["memory_bytes"], None)
-    return cpu_target(found) if kind == "cpu" else gpu_target(found, log)
+    if kind == "cpu":
+        return cpu_target(cast(CpuInfo, found))
+    return gpu_target(cast(GpuInfo, found), log)
 
 
 # What a failing library call raises, recorded as the point's failure, not the stage's (out of
@@ -91,12 +98,13 @@ def measure_point(
     shape: list[int],
     target: Target,
     bench: BenchSettings,
-    found: dict[str, Any],
+    found: Found,
     backend: str = "torch",
 ) -> Measurement:
     """One (dtype, shape, backend): skipped, failed (wrong result, never timed) or measured."""
+    gpu = cast(GpuInfo, found)  # its GPU fields, read with .get: a CPU's part has none
     skip = backends.unsupported(backend, dtype, target.kind.name) or unsupported_reason(
-        dtype, target.kind.name, target.native, found.get("compute_capability"), shape
+        dtype, target.kind.name, target.native, gpu.get("compute_capability"), shape
     )
     if skip:
         return empty(name, dtype, shape, "skipped", skip, backend)
@@ -121,7 +129,7 @@ def measure_point(
         # A library that refuses this dtype here (cuBLAS, a scaled-matmul API that differs on
         # this torch) fails this point only: the others are still measured and recorded.
         return empty(name, dtype, shape, "failed", f"the call raised: {raised(err)}", backend)
-    summary = telemetry.summarize(point.window, found.get("max_sm_clock_mhz"))
+    summary = telemetry.summarize(point.window, gpu.get("max_sm_clock_mhz"))
     return measurement(
         name,
         dtype,
@@ -163,7 +171,7 @@ def describe(point: Measurement) -> str:
     return text
 
 
-def measure_memory_ceiling(target: Target, bench: BenchSettings, nbytes: int) -> dict[str, Any]:
+def measure_memory_ceiling(target: Target, bench: BenchSettings, nbytes: int) -> CopyCeiling:
     """A copy of `nbytes` on the device, bytes read and written both counted: its measured
     memory-bandwidth ceiling, with every sample."""
     samples = measure_copy(
@@ -175,7 +183,10 @@ def measure_memory_ceiling(target: Target, bench: BenchSettings, nbytes: int) ->
     stats = ar.summarize(samples)
     return {
         "bytes_moved": 2 * nbytes,
-        **stats,
+        "median_s": stats["median_s"],
+        "min_s": stats["min_s"],
+        "max_s": stats["max_s"],
+        "spread": stats["spread"],
         "gbps": ar.gbps(2 * nbytes, stats["median_s"]),
         "samples_s": samples,
     }

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from roofline.core.arithmetic import matmul_flops
 from roofline.core.progress import progress, say
 from roofline.core.schema import empty
-from roofline.machines.records import sweep_record
+from roofline.machines.records import Fingerprint, Record, sweep_record
 from roofline.measuring.benchmark import run_info, started
 from roofline.measuring.measure import describe, measure_point, target_for
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from omegaconf import DictConfig
 
+    from roofline.device.description import Found
     from roofline.device.timing import BenchSettings
 
 
@@ -37,10 +38,10 @@ def measure_sweep(
     dev: DictConfig,
     bench: BenchSettings,
     sweep: DictConfig,
-    found: dict[str, Any],
-    fingerprint: dict[str, Any],
+    found: Found,
+    fingerprint: Fingerprint,
     log: Callable[[str], None] = say,
-) -> dict[str, Any]:
+) -> Record:
     """Every (shape, dtype) of the sweep on this device until its budget runs out."""
     kind = dev.kind.name
     begun = started()
