@@ -47,7 +47,10 @@ def test_the_page_is_one_page_with_a_short_paragraph_per_measured_device(rendere
         "no band |",
     ]
     done = [line for line in page.splitlines() if line.startswith("- [")]
-    assert len(done) == 5 and all(line.startswith("- [x] ") for line in done)
+    assert len(done) == 5 and all(line.startswith("- [x] ") for line in done[:4])
+    # No device's largest loss has a measured cause in these records (the kernel itself, past
+    # what the breakdown measures), so "concrete" stays unticked and says what to measure.
+    assert done[4].startswith("- [ ] A concrete gap paragraph") and "0 of 4 (cpu, a100" in done[4]
     assert "- [x] h100 float16 ≥ 600 TFLOP/s: 702 measured." in done
     assert "mps (Apple silicon GPU)" in page.split("## The gaps")[1]  # pending, in one line
 

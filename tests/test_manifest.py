@@ -237,8 +237,70 @@ def test_the_cause_follows_a_step_by_its_identifier_not_its_label(monkeypatch):
     assert steps[1].label == "AT THE SM CLOCK UNDER LOAD"  # the page's words changed...
     monkeypatch.setattr(report, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 989.4})()
-    said = report.cause_sentence("h100", entry(), None, head)
-    assert said == "Its largest measured loss is the shape (best shape): 67% of the step above."
+    said = report.cause_sentence("h100", entry(), None, head, None)
+    assert said == (
+        "Its largest measured loss is the shape (best shape): 67% of the step above.",
+        True,
+    )
+
+
+def test_a_loss_past_what_the_breakdown_measures_is_no_cause_and_says_what_to_measure(
+    monkeypatch,
+):
+    # The Definition of Done's "concrete" can fail: the largest loss is the kernel itself.
+    steps = [
+        ceilings.Step(ceilings.StepId.PEAK, 989.4, "datasheet"),
+        ceilings.Step(ceilings.StepId.CLOCK, 950.0, "1900 MHz"),
+        ceilings.Step(ceilings.StepId.CEILING, None, "not measured apart from this kernel"),
+        ceilings.Step(ceilings.StepId.ACHIEVED, 600.0, "what remains"),
+    ]
+    monkeypatch.setattr(report, "device_breakdown", lambda *args: steps)
+    head = type("Head", (), {"noisy": "", "peak_tflops": 989.4})()
+    said, attributed = report.cause_sentence("h100", entry(), None, head, None)
+    assert not attributed
+    assert said.startswith("Its largest loss is in the kernel itself")
+    assert "to measure next, measured compute ceiling: not measured apart from this" in said
+    steps[2] = ceilings.Step(ceilings.StepId.CEILING, 960.0, "best shape")
+    said, attributed = report.cause_sentence("h100", entry(), None, head, None)
+    assert not attributed and said.endswith(f"to measure next, {report.BEYOND['cuda']}.")
+    # Quantisation with an assumed tile is no measured cause either.
+    steps[3:] = [
+        ceilings.Step(ceilings.StepId.QUANTISATION, 700.0, "assumed tile"),
+        ceilings.Step(ceilings.StepId.ACHIEVED, 690.0, "what remains"),
+    ]
+    assert report.cause_sentence("h100", entry(), None, head, None)[1] is False
+
+
+def test_a_cpus_threading_step_scales_by_the_knobs_measured_efficiency():
+    head = type(
+        "Head",
+        (),
+        {
+            "peak_tflops": 0.53,
+            "peak_source": "computed",
+            "dtype": "float32",
+            "m": 8192,
+            "n": 8192,
+            "k": 8192,
+            "achieved_tflops": 0.38,
+        },
+    )()
+    ceiling = ceilings.Ceiling(0.38, (8192, 8192, 8192), "lab", "torch")
+    fma = manifest.Fma(gflops=490.0, vector="AVX-512 (512-bit)")
+    threading = ceilings.Threading(gain=1.6, threads=2, shape=(2048, 2048, 2048))
+    steps = ceilings.breakdown(head, ceiling, "cpu", None, fma, None, threading)
+    assert [s.id for s in steps][:3] == [
+        ceilings.StepId.PEAK,
+        ceilings.StepId.FMA,
+        ceilings.StepId.THREADS,
+    ]
+    assert steps[2].tflops == pytest.approx(0.49 * 0.8)
+    assert "measured 1.6x at 2048x2048x2048: 80.0% of perfect scaling" in steps[2].note
+    assert report.largest_loss(steps)[0].id is ceilings.StepId.THREADS  # 80% against 97%
+    # A gain past the thread count is the cache's, never more than perfect scaling.
+    assert ceilings.Threading(2.3, 2, (64, 64, 64)).efficiency == 1.0
+    unmeasured = ceilings.breakdown(head, ceiling, "cpu", None, fma, None, None)[2]
+    assert unmeasured.tflops is None and "knobs=lab" in unmeasured.note
 
 
 # --- a row's timing mode -----------------------------------------------------------------------

@@ -184,6 +184,7 @@ class StepId(enum.Enum):
     PEAK = "peak"
     CLOCK = "clock"  # a GPU's SM clock under load
     FMA = "fma"  # a CPU's measured FMA ceiling
+    THREADS = "threads"  # a CPU's threading, as the threads knob measured it
     CEILING = "ceiling"  # the best shape measured
     QUANTISATION = "quantisation"  # a GPU's tiles and waves
     ACHIEVED = "achieved"
@@ -194,6 +195,7 @@ STEP_LABELS = {
     StepId.PEAK: "dense peak",
     StepId.CLOCK: "at the SM clock under load",
     StepId.FMA: "measured FMA ceiling",
+    StepId.THREADS: "threading across the cores",
     StepId.CEILING: "measured compute ceiling",
     StepId.QUANTISATION: "tile and wave quantisation",
     StepId.ACHIEVED: "achieved",
@@ -262,6 +264,42 @@ def clock_step(
     return step(StepId.CLOCK, head.peak_tflops * min(ratio, 1.0), note)
 
 
+@dataclass(frozen=True)
+class Threading:
+    """The same BLAS call on one thread and on every core, interleaved in one run (the knobs'
+    THREADS_KNOB): how far the library's threading falls short of scaling by the cores."""
+
+    gain: float  # every core's rate over one thread's
+    threads: int  # every core: the threads the run used
+    shape: tuple[int, int, int]  # M, N, K
+
+    @property
+    def efficiency(self) -> float:
+        """The gain over perfect scaling, at most 1 (a gain above the thread count is the
+        cache's: more of it in use, not threading)."""
+        return min(1.0, self.gain / self.threads)
+
+
+def threads_step(threading: Threading | None, steps: list[Step]) -> Step:
+    """A CPU's threading loss: the step above scaled by the measured threading efficiency."""
+    if threading is None:
+        return step(
+            StepId.THREADS,
+            None,
+            "not measured: the knobs measure one thread against every core "
+            "(`uv run dvc exp run -S knobs=lab`)",
+        )
+    ref = above(steps)
+    if ref is None:
+        return step(StepId.THREADS, None, "no step above to scale")
+    shape = "x".join(map(str, threading.shape))
+    note = (
+        f"one thread -> {threading.threads} threads measured {threading.gain:.3g}x at {shape}: "
+        f"{threading.efficiency:.1%} of perfect scaling"
+    )
+    return step(StepId.THREADS, ref.tflops * threading.efficiency, note)
+
+
 def is_itself(head: Any, ceiling: Ceiling) -> bool:
     """Whether the measured ceiling is the headline point itself (nothing else measured)."""
     return ceiling.series == "lab" and ceiling.shape == (head.m, head.n, head.k)
@@ -308,13 +346,17 @@ def breakdown(
     sm_count: int | None,
     fma: Fma | None = None,
     peak_clock_mhz: float | None = None,
+    threading: Threading | None = None,
 ) -> list[Step]:
     """From the dense peak down to the achieved figure, step by step; a step that was not
     measured says so and carries no number, and each number is a fraction of the last step
-    above it that has one. `fma` is a CPU's measured FMA ceiling (roofline.device.peakflops);
-    `peak_clock_mhz` the SM clock a GPU's datasheet peak assumes."""
+    above it that has one. `fma` is a CPU's measured FMA ceiling (roofline.device.peakflops),
+    `threading` its measured threading; `peak_clock_mhz` the SM clock a GPU's datasheet peak
+    assumes."""
     steps = [step(StepId.PEAK, head.peak_tflops, head.peak_source)]
     steps.append(clock_step(head, kind, fma, steps, peak_clock_mhz))
+    if kind == "cpu":
+        steps.append(threads_step(threading, steps))
     steps.append(ceiling_step(head, ceiling, steps))
     if kind != "cpu":  # a GPU's tiles and waves; a CPU's blocking is not modelled
         steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))

@@ -10,10 +10,12 @@ import pandas as pd
 
 from roofline.core.arithmetic import matmul_bytes
 from roofline.core.dtypes import DTYPES, LAB_DTYPE
+from roofline.core.schema import THREADS_KNOB
 from roofline.device.backends import label
 from roofline.interpretation.ceilings import (
     Step,
     StepId,
+    Threading,
     breakdown,
     headline,
     lab_headline,
@@ -357,7 +359,21 @@ def pending_paragraph(name: str, entry: DeviceEntry) -> str:
     )
 
 
-def device_breakdown(name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any) -> list[Step]:
+def threading(entry: DeviceEntry, knobs: pd.DataFrame | None) -> Threading | None:
+    """A CPU's threading as its knobs measured it (THREADS_KNOB), or None where they did not."""
+    run = run_of(entry)
+    if knobs is None or entry.kind != "cpu" or not run.threads:
+        return None
+    measured = knobs[(knobs.knob == THREADS_KNOB) & (knobs.status == "measured")]
+    if measured.empty:
+        return None
+    knob = measured.iloc[0]
+    return Threading(float(knob.gain), run.threads, (int(knob.m), int(knob.n), int(knob.k)))
+
+
+def device_breakdown(
+    name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any, knobs: pd.DataFrame | None
+) -> list[Step]:
     """The device's headline from its dense peak down to the achieved figure, step by step."""
     run, sheet = run_of(entry), entry.datasheet
     return breakdown(
@@ -367,6 +383,7 @@ def device_breakdown(name: str, entry: DeviceEntry, rows: pd.DataFrame, head: An
         run.details.sm_count or sheet.sm_count,
         run.fma,
         sheet.peak_clock_mhz,
+        threading(entry, knobs),
     )
 
 
@@ -499,7 +516,7 @@ def device_section(
     head = headline(lab, entry.kind)
     if head is None:
         return out
-    steps = device_breakdown(name, entry, rows, head)
+    steps = device_breakdown(name, entry, rows, head, knobs)
     out += ["", *breakdown_lines(steps), "", cost_line(entry, head)]
     check = prediction_line(name, entry, rows)
     out += ["", check] if check else []
@@ -606,11 +623,13 @@ def definition_of_done(
         )
     )
     shown = [n for n in concrete if manifest.devices[n].status == "measured"]
+    vague = [n for n in shown if not concrete[n]]
     items.append(
         (
-            bool(shown) and all(concrete[n] for n in shown),
+            bool(shown) and not vague,
             "A concrete gap paragraph per measured device, naming its measured cause and the "
-            f"next knob: {sum(concrete[n] for n in shown)} of {len(shown)}",
+            f"next knob: {len(shown) - len(vague)} of {len(shown)}"
+            + (f" ({', '.join(vague)}: its paragraph says what to measure next)" if vague else ""),
         )
     )
     return [f"- [{'x' if ok else ' '}] {text}." for ok, text in items]
@@ -631,6 +650,7 @@ def largest_loss(steps: list[Step]) -> tuple[Step, Step] | None:
 LOSS = {
     StepId.CLOCK: "the SM clock under load",
     StepId.FMA: "the cores' own FMA throughput",
+    StepId.THREADS: "threading across the cores",
     StepId.CEILING: "the shape",
     StepId.QUANTISATION: "tile and wave quantisation",
 }
@@ -638,30 +658,62 @@ LEFT = {
     StepId.PEAK: "of the dense peak",
     StepId.CLOCK: "the SM clock under load leaves",
     StepId.FMA: "the cores' FMA throughput allows",
+    StepId.THREADS: "threading across the cores leaves",
     StepId.CEILING: "the best shape measured reaches",
     StepId.QUANTISATION: "that tile and wave quantisation leave",
 }
 
 
-def cause_sentence(name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any) -> str:
-    """The largest loss the breakdown measured, from the peak down to the achieved figure; for
-    a headline timed in a noisy window, that it was, instead of a cause."""
+# The steps whose loss is a measured cause (the Definition of Done's "concrete"): tile and wave
+# quantisation is not while its tile is assumed, and what the breakdown leaves ("the kernel
+# itself") names none.
+MEASURED_CAUSES = {StepId.CLOCK, StepId.FMA, StepId.THREADS, StepId.CEILING}
+# What the breakdown would measure next where every step has a number, by device kind.
+BEYOND = {
+    "cpu": "the kernel on one core against a core's FMA ceiling (its blocking, packing and "
+    "loads), which the breakdown does not split yet",
+    "cuda": "the kernel that ran (its tile, from torch's profiler), which the quantisation step "
+    "assumes",
+}
+
+
+def cause_sentence(
+    name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any, knobs: pd.DataFrame | None
+) -> tuple[str, bool]:
+    """The largest loss the breakdown measured, from the peak down to the achieved figure, and
+    whether it is a measured cause; where it is not, what to measure next. For a headline timed
+    in a noisy window, that it was, instead of a cause."""
     if noisy(head):
-        return noisy_sentence(head)
+        return noisy_sentence(head), False
     if pd.isna(head.peak_tflops):
-        return ""
-    found = largest_loss(device_breakdown(name, entry, rows, head))
+        return "", False
+    steps = device_breakdown(name, entry, rows, head, knobs)
+    found = largest_loss(steps)
     if found is None:
-        return ""
+        return "", False
     below, above = found
     share = below.tflops / above.tflops
-    if below.id is StepId.ACHIEVED:
+    if below.id in MEASURED_CAUSES:
+        note = below.note.split(":")[0] if below.id is StepId.FMA else below.note
         return (
-            "Its largest loss is in the kernel itself, past what the breakdown measures: it "
-            f"reaches {share:.0%} of the {above.tflops:.4g} TFLOP/s {LEFT[above.id]}."
+            f"Its largest measured loss is {LOSS[below.id]} ({note}): {share:.0%} of the "
+            "step above.",
+            True,
         )
-    note = below.note.split(":")[0] if below.id is StepId.FMA else below.note
-    return f"Its largest measured loss is {LOSS[below.id]} ({note}): {share:.0%} of the step above."
+    unmeasured = [s for s in steps if s.tflops is None and s.id is not StepId.PEAK]
+    nxt = (
+        f"{unmeasured[0].label}: {unmeasured[0].note.removeprefix('not measured: ')}"
+        if unmeasured
+        else BEYOND.get(entry.kind, "the kernel that ran")
+    )
+    if below.id is StepId.ACHIEVED:
+        said = (
+            "Its largest loss is in the kernel itself, past what the breakdown measures: it "
+            f"reaches {share:.0%} of the {above.tflops:.4g} TFLOP/s {LEFT[above.id]}"
+        )
+    else:
+        said = f"Its largest loss is {LOSS[below.id]} ({below.note}): {share:.0%} of the step above"
+    return f"{said}; no measured cause yet; to measure next, {nxt}.", False
 
 
 def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:
@@ -719,13 +771,12 @@ def summary_paragraph(
         )
         below = head.achieved_tflops < (1 - PUBLISHED_MARGIN) * figure.tflops
         sentences.append(text + (f": check {PUBLISHED_CAUSES}." if below else "."))
-    cause = cause_sentence(name, entry, rows, head)
+    cause, attributed = cause_sentence(name, entry, rows, head, knobs)
     knob = knob_sentence(head, rows[rows.device == name], knobs)
     sentences += [
         s for s in (cause, knob, datasheet_sentence(entry), older_sentence(name, entry)) if s
     ]
-    named = bool(cause) and not noisy(head)  # a noisy window names no cause
-    return " ".join(sentences), named and not knob.startswith("Next knob: not measured")
+    return " ".join(sentences), attributed and not knob.startswith("Next knob: not measured")
 
 
 def remeasure(name: str, entry: DeviceEntry) -> str:
