@@ -1,7 +1,8 @@
 """The short GPU suite behind scripts/gpu-check: on each GPU here, every GPU dtype at 8192^3,
 the copy ceiling and NVML telemetry, printed as a table; the harness's float16 figure beside
 triton's do_bench and a bare loop between two events (the timing checking itself); then the
-lab's GPU knobs as a ladder of gains; written as JSON.
+lab's GPU knobs as a ladder of gains; written as JSON. Each dtype's row names the kernel that
+ran (cuBLAS's, from torch's profiler), which only a real GPU can say.
 
 It needs torch, nvidia-ml-py and PyYAML only (no dvc, hydra or omegaconf), so it runs under a
 GPU image's own Python, and it measures with the same functions as the pipeline's benchmark.
@@ -29,6 +30,7 @@ from roofline.core.schema import KnobMeasurement
 from roofline.device.description import GpuInfo
 from roofline.device.hardware import gpu_info
 from roofline.device.timing import BenchSettings
+from roofline.interpretation import kernel_names
 from roofline.interpretation.datasheets import judged
 from roofline.interpretation.interpret import assumed_clock_mhz, interpret, lab_checks
 from roofline.interpretation.rows import knob_row, row
@@ -128,9 +130,12 @@ def run_gpu(
     target = gpu_target(gpu, print)
     points = []
     for dtype in SUITE_DTYPES:
-        points.append(measure_point(name, dtype, [size] * 3, target, bench, gpu))
-        mfu = row(points[-1], dev["peak_tflops"].get(dtype)).mfu
-        print(describe(points[-1]) + (f", MFU {mfu:.1%}" if mfu else ""), flush=True)
+        point = measure_point(name, dtype, [size] * 3, target, bench, gpu, log=print)
+        points.append(point)
+        mfu = row(point, dev["peak_tflops"].get(dtype)).mfu
+        kernel = f"; kernel {point.kernel}" if point.kernel else ""
+        said = describe(point).removesuffix(kernel) + (f", MFU {mfu:.1%}" if mfu else "")
+        print(said + kernel, flush=True)
     rows = interpret(points, dev, {})
     copy = measure_memory_ceiling(target, bench, 1 << 30)
     copy_tbps = copy["gbps"] / 1e3
@@ -151,6 +156,7 @@ def run_gpu(
         f"copy 1 GiB device-to-device: {copy_tbps:.2f} TB/s (read + write, median, spread "
         f"{copy['spread']:.1%})"
     )
+    print(kernels_ran(rows), flush=True)
     for line in checks:
         print(f"lab check: {line}")
     timing = timing_check(target, size, bench, fp16.median_s if fp16 else None)
@@ -165,6 +171,17 @@ def run_gpu(
         "timing_check": timing,
         "knobs": knob_rows,
     }
+
+
+def kernels_ran(rows: list[dict[str, Any]]) -> str:
+    """The kernel each measured dtype ran, from torch's profiler, and what its name says."""
+    lines = ["kernel that ran, per dtype (torch's profiler; '-': not learnt, said above):"]
+    for r in rows:
+        if r["status"] != "measured":
+            continue
+        said = kernel_names.parse(r["kernel"]).summary() if r["kernel"] else ""
+        lines.append(f"  {r['dtype']:<14}{r['kernel'] or '-'}" + (f"  ({said})" if said else ""))
+    return "\n".join(lines)
 
 
 def do_bench_seconds(call: Any) -> float | str:

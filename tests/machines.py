@@ -127,6 +127,7 @@ def make_project(where: Path, remote: str | None = None, **remote_options: str) 
     cfg["lab_devices"] = ["cpu", "h100"]  # of the lab's, the two this project keeps
     cfg["bench"] |= {"warmup": 1, "repeats": 2, "copy_mib": 4, "min_seconds": 0.0}
     cfg["bench"]["warmup_seconds"] = 0.05
+    cfg["bench"]["sustained_seconds"] = 0.0  # the played GPU's minute: tests/test_gpu_paths.py
     (project / "conf/config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     cpu_conf = yaml.safe_load((project / "conf/device/cpu.yaml").read_text())
     cpu_conf |= {"dtypes": ["float32"], "shapes": [[48, 48, 48]]}

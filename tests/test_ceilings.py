@@ -234,3 +234,132 @@ def test_the_clock_step_never_rises_above_the_dense_peak_and_float32_scales_from
     clock = breakdown(fp32, itself, "cuda", 132, peak_clock_mhz=1830)[1]
     assert clock.tflops == pytest.approx(66.9 * 0.9)
     assert "against the 1980 MHz the datasheet peak assumes (90.0%)" in clock.note
+
+
+def test_the_clock_step_names_what_held_the_clock_and_the_power_against_its_limit():
+    itself = Ceiling(700.0, (8192, 8192, 8192), "lab", "torch")
+    head = h100_head(
+        sm_clock_mhz=1755.0,
+        clock_reason="sw_power_cap",
+        clock_reason_share=0.9,
+        power_w=690.0,
+        power_limit_w=700.0,
+    )
+    clock = breakdown(head, itself, "cuda", 132, peak_clock_mhz=1980)[1]
+    assert clock.note == (
+        "1755 MHz in the timed window against the 1980 MHz the datasheet peak assumes (88.6%); "
+        "the clock was held by its software power cap in 90% of the samples, at 690 W of its "
+        "700 W limit (99%)"
+    )
+    # Read, and nothing but idleness set; a power limit not recorded; power not read (MIG).
+    calm = h100_head(clock_reason="none", power_w=300.0)
+    note = breakdown(calm, itself, "cuda", 132, peak_clock_mhz=1830)[1].note
+    assert note.endswith(
+        "no clock-event reason but idleness was set in any sample, at 300 W (its power limit "
+        "not recorded)"
+    )
+    note = breakdown(
+        h100_head(clock_reason="hw_thermal_slowdown", clock_reason_share=0.25),
+        itself,
+        "cuda",
+        132,
+        peak_clock_mhz=1830,
+    )[1].note
+    assert note.endswith(
+        "held by a hardware thermal slowdown in 25% of the samples; its power was not read"
+    )
+
+
+def test_the_clock_step_says_where_reasons_were_not_read_or_their_shares_not_recorded():
+    itself = Ceiling(700.0, (8192, 8192, 8192), "lab", "torch")
+    refused = h100_head(
+        clock_reason=float("nan"),  # an empty cell of results.csv
+        telemetry_errors="reasons: NVMLError_NotSupported: Not Supported",
+        power_w=690.0,
+        power_limit_w=700.0,
+    )
+    note = breakdown(refused, itself, "cuda", 132, peak_clock_mhz=1830)[1].note
+    assert "its clock-event reasons were not read (NVML refused them), at 690 W" in note
+    # A row from before schema 4: the reasons it saw, without their shares or the limit.
+    older = h100_head(throttle_reasons="sw_power_cap+sync_boost", power_w=690.0)
+    note = breakdown(older, itself, "cuda", 132, peak_clock_mhz=1830)[1].note
+    assert (
+        "clock-event reasons seen: its software power cap, sync boost (held to the clock of "
+        "another GPU in its group) (in what share of the samples, not recorded), at 690 W"
+    ) in note
+
+
+def test_the_sustained_window_defines_no_ceiling_and_checks_no_prediction():
+    # The same point timed again over a long window, a little faster by chance.
+    burst = measured_row("cpu", "float32", [1000] * 3, [0.02], 0.5, "computed", 0.0)
+    sustained = measured_row("cpu", "float32", [1000] * 3, [0.019], 0.5, "computed", 0.0)
+    rows = table(burst, dataclasses.replace(sustained, series="sustained"))
+    assert measured_ceilings(rows)[("cpu", "float32")].series == "lab"
+    assert list(predictions(rows, {"cpu": 10.0}).series) == ["lab"]
+
+
+# --- the tile of the kernel that ran ---------------------------------------------------------
+
+# Real cuBLAS names (cited in tests/test_kernel_names.py): a 128x128 Hopper float16 kernel, and a
+# 256x128 bfloat16 one (128x256 over C's M x N: cuBLAS is column-major).
+SM90_F16 = (
+    "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
+    "execute_segment_k_off_kernel__5x_cublas"
+)
+SM90_BF16 = (
+    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize256x128x64_warpgroupsize2x1x1_"
+    "execute_segment_k_off_kernel__5x_cublas"
+)
+
+
+def test_quantisation_uses_the_tile_of_the_kernel_that_ran_and_says_assumed_only_without_one():
+    itself = Ceiling(700.0, (8192, 8192, 8192), "lab", "torch")
+    # 8192^2 in 128x128 tiles: 64 x 64 = 4096 tiles, 32 waves on 132 SMs (4224 slots).
+    named = breakdown(h100_head(kernel=SM90_F16), itself, "cuda", 132, peak_clock_mhz=1980)[3]
+    assert named.note == (
+        "4096 tiles of 128x128 (the tile of the kernel that ran) on 132 SMs: 32 waves, "
+        "97.0% of slots useful"
+    )
+    assert named.tflops == pytest.approx(989.4 * 1650 / 1980 * 4096 / 4224)
+    # No name (a record from before kernels were recorded; results.csv's empty cell): assumed.
+    for head in (h100_head(), h100_head(kernel=float("nan")), h100_head(kernel="")):
+        assumed = breakdown(head, itself, "cuda", 132, peak_clock_mhz=1980)[3]
+        assert assumed.note.startswith("2048 tiles of 128x256 (assumed) on 132 SMs")
+    # A name that gives no tile is no better than none.
+    vague = h100_head(kernel="void at::native::vectorized_elementwise_kernel<4>")
+    assert "(assumed)" in breakdown(vague, itself, "cuda", 132, peak_clock_mhz=1980)[3].note
+
+
+def test_the_ceilings_shape_is_quantised_at_the_tile_of_its_own_kernel():
+    head = h100_head(kernel=SM90_F16)
+    best = Ceiling(760.0, (12288, 12288, 6144), "best-shape", "torch", SM90_BF16)
+    step = breakdown(head, best, "cuda", 132, peak_clock_mhz=1830)[3]
+    # 12288^2 in 128x256 tiles: 96 x 48 = 4608 tiles, 35 waves (4620 slots): 99.7%.
+    assert step.note.endswith("(the ceiling's shape: 99.7%, its kernel's tile 128x256)")
+    assert step.tflops == pytest.approx(760 * (4096 / 4224) / (4608 / 4620))
+    # Its kernel not recorded: the headline's tile stands for it.
+    unnamed = dataclasses.replace(best, kernel="")
+    note = breakdown(head, unnamed, "cuda", 132, peak_clock_mhz=1830)[3].note
+    assert note.endswith("(the ceiling's shape: 99.7%)")  # 96 x 96 = 9216 of 128^2, 70 waves
+
+
+def test_the_measured_ceiling_keeps_the_kernel_that_ran_there():
+    best = measured_row("h100", "float16", [4096] * 3, [1e-3], 1.0, "datasheet", 989.4)
+    best.kernel = SM90_F16
+    other = measured_row("h100", "float16", [2048] * 3, [1e-3], 1.0, "datasheet", 989.4)
+    ceiling = measured_ceilings(table(best, other))[("h100", "float16")]
+    assert (ceiling.shape, ceiling.kernel) == ((4096, 4096, 4096), SM90_F16)
+
+
+def test_why_names_the_tile_of_the_kernel_that_ran_or_says_it_assumed_one():
+    def row(kernel=""):
+        return SimpleNamespace(
+            m=1000, n=1000, k=4096, dtype="float16", median_s=1e-3, error=0.8, kernel=kernel
+        )
+
+    # 1000^2 in 128x128 tiles: 8 x 8 = 64 tiles on 132 SMs, one wave; 1e6 / 1024^2 padded.
+    assert why(row(SM90_F16), None, 1e-5, 132) == (
+        "tile and wave quantisation: 64 tiles of 128x128 (the tile of the kernel that ran) on "
+        "132 SMs make 1 waves, 46% of slots useful"
+    )
+    assert "32 tiles of 128x256 (assumed) on 132 SMs" in why(row(), None, 1e-5, 132)

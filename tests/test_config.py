@@ -264,3 +264,27 @@ def test_composition_refuses_what_the_schema_types_let_through():
 
     with pytest.raises(ConfigError, match=r"devices\.cpu\.dtypes is empty"):
         generated(ROOT, ["devices.cpu.dtypes=[]"])
+
+
+@pytest.mark.parametrize("seconds", [-1.0, 601.0, float("nan")])
+def test_a_sustained_window_out_of_its_range_is_refused_saying_the_range(seconds):
+    with pytest.raises(ConfigError) as err:
+        check(config({"g": gpu()}, sustained_seconds=seconds))
+    said = str(err.value)
+    assert (
+        f"bench.sustained_seconds={seconds}; allowed: 0 to 600 (ten minutes of one window" in said
+    )
+    check(config({"g": gpu()}, sustained_seconds=0.0))  # none at all is allowed
+
+
+def test_a_published_figure_says_its_window_or_nothing():
+    figure = {"dtype": "float16", "shape": [64, 64, 64], "tflops": 90.0, "source": "a post"}
+
+    def published(*figures):
+        return OmegaConf.merge(gpu(), {"skus": {"only": {"published": list(figures)}}})
+
+    for window in ("burst", "sustained", ""):
+        check(config({"g": published(figure | {"window": window})}))
+    check(config({"g": published(figure)}))  # a conf from before windows: not said
+    with pytest.raises(ConfigError, match=r"published\[0\]\.window='long'; allowed: burst, sus"):
+        check(config({"g": published(figure | {"window": "long"})}))

@@ -85,6 +85,20 @@ def test_a_short_call_is_timed_from_a_cuda_graph_when_that_measures_it_better(cu
     assert point.timing.startswith("CUDA graph") or "not faster" in point.timing, point.timing
 
 
+def test_torchs_profiler_names_the_kernel_cublas_ran_for_each_dtype(cuda):
+    """What only a GPU answers: cuBLAS's kernel for a large GEMM of each 16-bit dtype, by name,
+    and what the name says (its tile is the quantisation step's)."""
+    from roofline.interpretation.kernel_names import parse
+    from roofline.measuring.kernels import float32_math
+
+    for dtype in ("float16", "bfloat16"):
+        point = timed(cuda, dtype, 1024, warmup=1, repeats=2)
+        with float32_math(dtype):
+            name = cuda.kernel(lambda p=point: p.call(0))
+        print(f"{dtype} 1024^3 ran {name} ({parse(name).summary() or 'a name not read'})")
+        assert name
+
+
 def test_nvml_sampler_sees_the_gpu_under_load_with_energy(cuda, gpu):
     a = torch.randn(1024, 1024, device=cuda.tensors())
     with Sampler(open_gpu(gpu["uuid"]), interval_s=0.01, own_pids=cuda.own_pids) as watch:

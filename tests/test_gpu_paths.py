@@ -11,6 +11,7 @@ from roofline.device.telemetry import summarize
 from roofline.gpu_suite import device_files, match, table
 from roofline.interpretation.datasheets import judged
 from roofline.interpretation.interpret import lab_checks
+from roofline.interpretation.rows import KNOB_COLUMNS
 from roofline.rendering.report import gap_paragraph
 from tests.conftest import H100_POD, empty_row, measured_row
 from tests.manifests import entry as manifest_entry
@@ -247,3 +248,169 @@ def test_the_suite_prints_the_knobs_as_a_ladder_largest_gain_first():
     assert text[0].startswith("tf32 -> float16") and "3.14x" in text[0]  # 4.4 ms / 1.4 ms
     assert text[1].startswith("float16 -> float8") and "1.75x" in text[1]
     assert text[2] == f"{'eager -> CUDA graph':<26}skipped: no CUDA graphs here"
+
+
+# ---- burst and sustained ---------------------------------------------------------------------
+
+
+def played_device(**bench):
+    """The played H100's measuring conf (float16 and float32, two shapes) and bench settings."""
+    from roofline.device.timing import BenchSettings
+    from tests.conftest import device, measuring
+
+    dev = device(kind="cuda", dtypes=["float16", "float32"], shapes=[[128, 128, 128], [64, 64, 64]])
+    quick = dict(seed=0, warmup=1, warmup_seconds=0.0, repeats=3, check_rows=8, min_seconds=0.0)
+    return measuring(dev), BenchSettings(**quick | {"copy_mib": 1} | bench)
+
+
+def test_the_sustained_window_times_the_headline_again_with_its_telemetry(played, monkeypatch):
+    from roofline.device.hardware import gpu_info
+    from roofline.measuring import measure
+    from roofline.measuring.benchmark import measure_device
+    from tests.conftest import FINGERPRINT
+
+    played("h100")
+    monkeypatch.setattr(measure, "SUSTAINED_SAMPLES", 4)  # so a sample holds several calls
+    dev, bench = played_device(sustained_seconds=0.05)
+    said = []
+    record = measure_device("h100", dev, bench, gpu_info()[0], FINGERPRINT, log=said.append)
+    lab = [r for r in record["rows"] if r["series"] == "lab"]
+    (sustained,) = [r for r in record["rows"] if r["series"] == "sustained"]
+    assert len(lab) == 4 and record["rows"][-1] is sustained  # right after the points
+    # The lab dtype at its largest shape, through torch, for at least the seconds asked.
+    assert (sustained["dtype"], sustained["m"], sustained["backend"]) == ("float16", 128, "torch")
+    assert sustained["status"] == "measured" and sustained["window_s"] >= 0.05
+    calls = int(sustained["timing"].removeprefix("cuda events, calls back to back, ").split()[0])
+    assert sustained["timing"].endswith(f", {calls} calls a sample") and calls > 1
+    # Each sample is a call's mean over its batch: together they fill the window asked.
+    assert sum(sustained["samples_s"]) * calls >= 0.05
+    # Its own telemetry: the played board sits at its power cap, 690 W of its 700 W limit.
+    assert sustained["sm_clock_mhz"] == 1755 and sustained["power_limit_w"] == 700.0
+    assert sustained["clock_reason"] == "sw_power_cap" and sustained["clock_reason_share"] == 1.0
+    assert sustained["clock_reason_shares"] == "sw_power_cap=1"
+    assert any("a sustained window of 0.05 s" in line for line in said)
+    assert any(line.startswith("[sustained] h100 float16 [128, 128, 128]") for line in said)
+    # Every row carries the limit and the reason's share, not the sustained one only.
+    assert all(r["power_limit_w"] == 700.0 and r["clock_reason"] == "sw_power_cap" for r in lab)
+
+
+def test_no_sustained_window_without_asking_on_a_cpu_nor_with_none_asked(played):
+    from roofline.device import kinds
+    from roofline.device.hardware import gpu_info
+    from roofline.measuring.measure import Target, gpu_target, measure_sustained
+
+    point = measured_row("cpu", "float32", [64] * 3, [0.001], 1.0, "computed", 0.0)
+    _, bench = played_device()  # the default: 60 s on a GPU, none on a CPU
+    assert bench.sustained_seconds == 60.0 and not bench.sustained_cpu
+    cpu = Target(kinds.Kind(), None, 16 << 30, None, 2)
+    assert measure_sustained("cpu", [point], cpu, bench, {}) is None
+    played("h100")
+    gpu = gpu_info()[0]
+    none = dataclasses.replace(bench, sustained_seconds=0.0)
+    headline = measured_row("h100", "float16", [64] * 3, [0.001], 1.0, "datasheet", 0.0)
+    assert measure_sustained("h100", [headline], gpu_target(gpu, print), none, gpu) is None
+    # A headline that was not measured: the sustained window says why it has no figure.
+    skipped = empty_row("h100", "float16", [64] * 3, "failed", "wrong result, not timed")
+    asked = dataclasses.replace(bench, sustained_seconds=0.05)
+    row = measure_sustained("h100", [skipped], gpu_target(gpu, print), asked, gpu)
+    assert (row.series, row.status) == ("sustained", "skipped")
+    assert row.reason == "its burst was not measured (failed: wrong result, not timed)"
+
+
+def burst_and_sustained(burst_tflops=702.0, sustained_tflops=690.0):
+    """An H100's float16 8192^3 burst (2 s at 1755 MHz) and its 60 s sustained window (1650
+    MHz, the power cap held in 95% of the samples), as results.csv rows."""
+    settling = [
+        {"t": 0.0, "sm_mhz": 1650, "mem_mhz": 2619, "power_w": 695.0, "temp_c": 70, "reasons": r}
+        for r in [0x4] * 19 + [0x0]
+    ]
+    rows = []
+    for tflops, seconds, samples in (
+        (burst_tflops, 2.0, RECORDED),
+        (sustained_tflops, 60.0, settling),
+    ):
+        tele = summarize(window(samples, energy_j=None, window_s=seconds), 1980, 700.0)
+        point = fp16_at(tflops, tele)
+        rows.append(dataclasses.replace(point, window_s=seconds))
+    rows[1] = dataclasses.replace(rows[1], series="sustained")
+    return pd.DataFrame([dataclasses.asdict(r) for r in rows])
+
+
+RECORDED = [
+    {"t": 0.0, "sm_mhz": 1755, "mem_mhz": 2619, "power_w": 690.0, "temp_c": 61, "reasons": 0x4}
+]
+
+
+def fp16_at(tflops, tele):
+    seconds = 2 * N**3 / (tflops * 1e12)
+    return measured_row(
+        "h100", "float16", [N] * 3, [seconds], 989.4, "datasheet (dense)", 0.0, tele
+    )
+
+
+def test_the_report_sets_the_sustained_figure_beside_the_burst_and_says_why_it_dropped():
+    from roofline.rendering.report import summary_paragraph, sustained_sentence
+
+    rows = burst_and_sustained()
+    entry = manifest_entry(
+        datasheet={"peak_clock_mhz": 1830, "peak_tflops": {"float16": 989.4}},
+        memory_copy={"gbps": 3000.0},
+        versions={"torch": "2.11.0", "cuda": "13.0"},
+        details={"cublaslt": 130100, "driver": "580"},
+    )
+    said = (
+        "Sustained over 60 s, float16 8192×8192×8192 (torch) ran at 690 TFLOP/s, 1.7% below "
+        "the 2 s burst's 702; SM clock 1650 MHz (1755 MHz in the burst); the clock was held by "
+        "its software power cap in 95% of the samples, at 695 W of its 700 W limit (99%)."
+    )
+    assert sustained_sentence(entry, rows) == said
+    lab, sustained = rows[rows.series == "lab"], rows[rows.series == "sustained"]
+    assert said in gap_paragraph("h100", entry, lab, sustained=sustained)
+    assert said not in gap_paragraph("h100", entry, lab)  # none asked: nothing said
+    summary = summary_paragraph("h100", entry, rows, pd.DataFrame(columns=KNOB_COLUMNS))[0]
+    assert "at **702 TFLOP/s**" in summary and said in summary  # the headline stays the burst
+    # Not measured: why, in place of a figure.
+    failed = empty_row("h100", "float16", [N] * 3, "skipped", "its burst was not measured (x)")
+    failed.series = "sustained"
+    text = sustained_sentence(entry, lab, pd.DataFrame([dataclasses.asdict(failed)]))
+    assert text == "The sustained window was skipped: its burst was not measured (x)."
+
+
+def test_a_published_figure_is_set_beside_ours_of_its_kind_and_its_kind_is_said():
+    from roofline.rendering.report import summary_paragraph
+
+    rows = burst_and_sustained()
+    published = [
+        {
+            "dtype": "float16",
+            "shape": [N] * 3,
+            "tflops": 700.0,
+            "source": "a soak",
+            "window": "sustained",
+        },
+        {
+            "dtype": "float16",
+            "shape": [N] * 3,
+            "tflops": 720.0,
+            "source": "a bench",
+            "window": "burst",
+        },
+    ]
+    entry = manifest_entry(
+        datasheet={"peak_clock_mhz": 1830, "published": published},
+        memory_copy={"gbps": 3000.0},
+    )
+    summary = summary_paragraph("h100", entry, rows, pd.DataFrame(columns=KNOB_COLUMNS))[0]
+    assert (
+        "Published for this SKU: 720 TFLOP/s, a burst (a bench); this run's burst is 98% of it."
+        in summary
+    )
+    assert (
+        "; published for a sustained window on this SKU: 700 TFLOP/s (a soak), which this is "
+        "99% of." in summary
+    )
+    unstated = [dict(published[1], window="")]
+    entry = manifest_entry(datasheet={"published": unstated}, memory_copy={"gbps": 3000.0})
+    summary = summary_paragraph("h100", entry, rows, pd.DataFrame(columns=KNOB_COLUMNS))[0]
+    assert "720 TFLOP/s, its window not stated (a bench)" in summary
+    assert "published for a sustained window" not in summary  # never set beside the wrong kind

@@ -271,6 +271,54 @@ def test_a_loss_past_what_the_breakdown_measures_is_no_cause_and_says_what_to_me
     assert report.cause_sentence("h100", entry(), None, head, None)[1] is False
 
 
+# A real cuBLAS name (cited in tests/test_kernel_names.py): a Hopper float16 kernel, 128x128 tiles.
+SM90_F16 = (
+    "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
+    "execute_segment_k_off_kernel__5x_cublas"
+)
+
+
+def test_quantisation_is_a_measured_cause_only_at_the_tile_of_the_kernel_that_ran(monkeypatch):
+    note = "4096 tiles of 128x128 (the tile of the kernel that ran) on 132 SMs"
+    steps = [
+        ceilings.Step(ceilings.StepId.PEAK, 989.4, "datasheet"),
+        ceilings.Step(ceilings.StepId.CLOCK, 950.0, "1900 MHz"),
+        ceilings.Step(ceilings.StepId.CEILING, None, "not measured apart from this kernel"),
+        ceilings.Step(ceilings.StepId.QUANTISATION, 700.0, note),
+        ceilings.Step(ceilings.StepId.ACHIEVED, 690.0, "what remains"),
+    ]
+    monkeypatch.setattr(report, "device_breakdown", lambda *args: steps)
+    ran = type("Head", (), {"noisy": "", "peak_tflops": 989.4, "kernel": SM90_F16})()
+    said, attributed = report.cause_sentence("h100", entry(), None, ran, None)
+    assert attributed and said == (
+        f"Its largest measured loss is tile and wave quantisation ({note}): 74% of the step above."
+    )
+    for kernel in ("", float("nan")):  # none recorded (results.csv's empty cell): assumed
+        head = type("Head", (), {"noisy": "", "peak_tflops": 989.4, "kernel": kernel})()
+        assert report.cause_sentence("h100", entry(), None, head, None)[1] is False
+    # Every step measured and the kernel itself the largest loss: what to measure next is past
+    # the tile, which is known.
+    steps[2] = ceilings.Step(ceilings.StepId.CEILING, 940.0, "best shape")
+    steps[3:] = [
+        ceilings.Step(ceilings.StepId.QUANTISATION, 920.0, note),
+        ceilings.Step(ceilings.StepId.ACHIEVED, 600.0, "what remains"),
+    ]
+    said, attributed = report.cause_sentence("h100", entry(), None, ran, None)
+    assert not attributed and said.endswith(f"to measure next, {report.BEYOND_RAN}.")
+
+
+def test_the_appendix_names_the_kernel_that_ran_and_what_its_name_says():
+    def head(kernel):
+        return type("Head", (), {"kernel": kernel})()
+
+    assert report.kernel_sentence(head(SM90_F16)) == (
+        f"The kernel that ran: {SM90_F16} (WGMMA, tile 128x128)."
+    )
+    cpu = "oneMKL 2024.0 Update 2 SGEMM (AVX-512 with AMX dispatch), 2 threads"
+    assert report.kernel_sentence(head(cpu)) == f"The kernel that ran: {cpu}."
+    assert report.kernel_sentence(head(float("nan"))) == report.kernel_sentence(head("")) == ""
+
+
 def test_a_cpus_threading_step_scales_by_the_knobs_measured_efficiency():
     head = type(
         "Head",
@@ -316,7 +364,26 @@ def test_the_timing_mode_is_set_where_measured_and_written_with_the_row():
     assert written["timing_mode"] == "host"
     assert measurement_from_dict(written, "results.json, row 1").timing_mode is TimingMode.HOST
     assert "timing_mode" not in CSV_COLUMNS  # results.csv keeps its columns: the text says it
-    assert SCHEMA_VERSION == 3
+    assert SCHEMA_VERSION >= 3
+
+
+def test_a_row_from_before_clock_reasons_and_power_limits_loads_without_them():
+    tele = {
+        "sm_clock_mhz": 1755.0,
+        "sm_clock_max_mhz": 1980.0,
+        "power_w": 690.0,
+        "temperature_max_c": 61,
+        "throttle_reasons": ["sw_power_cap"],
+    }
+    older = dataclasses.asdict(measurement("h100", "float16", [64] * 3, [1e-5], 0.0, tele))
+    for field in ("clock_reason", "clock_reason_share", "clock_reason_shares", "power_limit_w"):
+        older.pop(field)
+    point = measurement_from_dict(older, "results.json, row 1")
+    assert (point.clock_reason, point.clock_reason_share, point.power_limit_w) == ("", None, None)
+    assert point.throttle_reasons == "sw_power_cap" and point.series == "lab"
+    assert SCHEMA_VERSION == 4  # 4: the reason's share and the power limit; sustained rows
+    with pytest.raises(SchemaError, match=r"field power_limit_w: -1.0; allowed: a finite num"):
+        measurement_from_dict(older | {"power_limit_w": -1.0}, "results.json, row 1")
 
 
 def test_a_record_from_before_the_mode_has_it_derived_from_its_text_once_at_load():

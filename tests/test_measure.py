@@ -125,6 +125,8 @@ def test_measure_device_records_measured_skipped_and_copy_rows():
         rows["float16"]["status"] == "skipped" and "no native float16" in rows["float16"]["reason"]
     )
     assert rows["tf32"]["status"] == "skipped"
+    # No sustained window by default on a CPU (bench.sustained_cpu): its run stays short.
+    assert bench.sustained_seconds > 0 and {r["series"] for r in record["rows"]} == {"lab"}
     assert record["memory"]["bytes_moved"] == 2 << 20 and record["memory"]["gbps"] > 0
     assert record["run"]["versions"]["torch"] == torch.__version__
 
@@ -202,3 +204,75 @@ def test_float8_goes_through_torchs_scaled_matmul_with_a_bfloat16_product():
     c = kernels.matmul_fn("float8_e4m3fn", "cpu")(a, b)
     assert c.dtype == torch.bfloat16 and c.shape == (32, 16)
     assert kernels.check_product(a, b, c, 8, torch.Generator().manual_seed(1)) < 2e-2
+
+
+# --- the kernel that ran, learnt after timing ---------------------------------------------------
+
+SMALL = dict(seed=0, warmup=1, repeats=2, check_rows=4, min_seconds=0.0, warmup_seconds=0.0)
+
+
+def cpu_point(dtype="float32", backend="torch", kind=None, log=None):
+    from roofline.device.timing import BenchSettings
+    from roofline.measuring.measure import Target, measure_point
+
+    target = Target(kind or kinds.Kind(), None, 1 << 30, {"float32", dtype}, threads=1)
+    return measure_point(
+        "cpu", dtype, [64] * 3, target, BenchSettings(**SMALL), {}, backend, log=log
+    )
+
+
+def test_a_measured_cpu_point_records_the_kernel_its_library_ran():
+    from roofline.interpretation.kernel_names import parse
+
+    logged = []
+    point = cpu_point(log=logged.append)
+    assert point.status == "measured"
+    if torch.backends.mkl.is_available():  # torch's float32 on a CPU goes through MKL's GEMM
+        info = parse(point.kernel)
+        assert info.library.startswith(("oneMKL", "MKL")) and "GEMM" in info.routine
+        assert info.threads >= 1 and logged == []
+    else:  # a torch without MKL: no kernel, and the log says why
+        assert point.kernel == "" and "the kernel that ran is not recorded" in logged[0]
+
+
+def test_a_kernel_that_cannot_be_learnt_leaves_the_point_measured_and_says_why():
+    from roofline.device.kernel_ran import NotSeen
+
+    class Silent(kinds.Kind):
+        def kernel(self, call, backend="torch"):
+            call()
+            raise NotSeen("the library printed nothing")
+
+    logged = []
+    point = cpu_point(kind=Silent(), log=logged.append)
+    assert point.status == "measured" and point.samples_s and point.kernel == ""
+    assert logged == [
+        "cpu float32 [64, 64, 64] (torch): the kernel that ran is not recorded: "
+        "NotSeen: the library printed nothing"
+    ]
+
+
+def test_a_function_of_your_own_has_no_kernel_name_and_that_is_no_failure(tmp_path, monkeypatch):
+    (tmp_path / "mine.py").write_text("import numpy\n\ndef mm(a, b):\n    return a @ b\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    logged = []
+    point = cpu_point(backend="mine:mm", log=logged.append)
+    assert point.status == "measured" and point.kernel == "" and logged == []
+
+
+def test_the_kernel_is_learnt_from_one_more_call_outside_the_timed_window():
+    timer, learnt = CountingTimer(), []
+
+    class Watched(kinds.Kind):
+        def timer(self):
+            return timer
+
+        def kernel(self, call, backend="torch"):
+            before = timer.calls
+            call()
+            learnt.append(timer.calls - before)
+            return "a kernel"
+
+    point = cpu_point(kind=Watched())
+    assert point.kernel == "a kernel" and learnt == [0]  # no timed call was made for it
+    assert len(point.samples_s) == 2

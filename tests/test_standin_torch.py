@@ -18,7 +18,7 @@ from roofline import gpu_suite
 from roofline.device import kinds
 from roofline.device.hardware import gpu_info
 from roofline.device.timing import BenchSettings
-from roofline.measuring.measure import gpu_target
+from roofline.measuring.measure import gpu_target, measure_point
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -119,6 +119,136 @@ def test_a_played_signature_friendlier_than_torchs_is_found():
     assert any("Event.elapsed_time takes" in p for p in problems)  # `end`, not `end_event`
     assert any(p.startswith("torch.cuda.synchronize takes []") for p in problems)
     assert "torch.ops.aten.no_such_gemm does not exist" in problems
+
+
+def pybind_parameters(call: object) -> list[tuple[str, bool]] | None:
+    """A C++ function's parameters as pybind's docstring gives them, (name, has a default), or
+    None where it gives none."""
+    first = (getattr(call, "__doc__", None) or "").split("\n", 1)[0]
+    if "(" not in first or ") ->" not in first:
+        return None
+    inside = first[first.index("(") + 1 : first.rindex(") ->")]
+    parts, depth, start = [], 0, 0
+    for at, char in enumerate(inside):
+        depth += char in "[({"
+        depth -= char in "])}"
+        if char == "," and depth == 0:
+            parts.append(inside[start:at])
+            start = at + 1
+    parts.append(inside[start:])
+    return [(p.split(":")[0].strip(), "=" in p) for p in parts if p.strip()]
+
+
+def played_parameters(call: object) -> list[tuple[str, bool]]:
+    parameters = inspect.signature(call).parameters.values()
+    return [(p.name, p.default is not inspect.Parameter.empty) for p in parameters]
+
+
+def public(cls: type) -> set[str]:
+    return {n for n in dir(cls) if not n.startswith("_")}
+
+
+def profiler_conformance(hooks: dict, event: type, result: type) -> list[str]:
+    """Every problem with the profiler the stand-in plays (its C++ hooks, the kernel events and
+    the result they make), against the installed torch's."""
+    problems = []
+    real_event, real_result = torch._C._autograd._KinetoEvent, torch._C._autograd._ProfilerResult
+    for name, played in hooks.items():
+        real = getattr(torch._C._autograd, name, None)
+        if real is None or not hasattr(torch.autograd.profiler, name):
+            problems.append(f"torch.autograd.profiler.{name} does not exist in torch")
+            continue
+        theirs = pybind_parameters(real)
+        if theirs is not None and played_parameters(played) != theirs:
+            problems.append(f"{name} takes {played_parameters(played)}, torch's takes {theirs}")
+    mine = {n for n, v in vars(event).items() if callable(v) and not n.startswith("_")}
+    problems += [f"_KinetoEvent.{n} is not played" for n in sorted(public(real_event) - mine)]
+    problems += [
+        f"_KinetoEvent.{n} does not exist in torch" for n in sorted(mine - public(real_event))
+    ]
+    for n in sorted(mine & public(real_event)):
+        if pybind_parameters(getattr(real_event, n)) != [("self", False)]:
+            problems.append(f"_KinetoEvent.{n} takes arguments in torch")
+    played_result = {n for n, v in vars(result).items() if callable(v) and not n.startswith("_")}
+    problems += [
+        f"_ProfilerResult.{n} does not exist in torch"
+        for n in sorted(played_result - public(real_result))
+    ]
+    return problems
+
+
+def test_the_profiler_the_stand_in_plays_is_torchs_with_the_same_hooks_events_and_signatures():
+    played_cuda.begin("h100")
+    assert (
+        profiler_conformance(
+            played_cuda._profiler_hooks(), played_cuda.KinetoEvent, played_cuda.ProfilerResult
+        )
+        == []
+    )
+
+
+def test_a_played_profiler_hook_or_event_method_torch_has_not_got_is_found():
+    def _enable_profiler(config, activities):  # torch's also takes scopes, with a default
+        pass
+
+    class Event(played_cuda.KinetoEvent):
+        def cycles(self):  # no such method in torch
+            return 0
+
+    problems = profiler_conformance(
+        {"_enable_profiler": _enable_profiler, "_start_kineto": lambda: None},
+        Event,
+        played_cuda.ProfilerResult,
+    )
+    assert "torch.autograd.profiler._start_kineto does not exist in torch" in problems
+    assert any(p.startswith("_enable_profiler takes [('config', False)") for p in problems)
+    assert "_KinetoEvent.cycles does not exist in torch" in problems
+
+
+def test_the_played_gpus_profiler_names_its_gemms_as_cublas_does_and_no_other(played):
+    played("h100")
+    a, b = operands(32, torch.float16)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profiled:
+        (a + 1) @ b  # an addition, then a GEMM: only the GEMM is a played kernel
+        torch.cuda.synchronize()
+    kernels = [e for e in profiled.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+    assert [e.name for e in kernels] == [played_cuda.SM90_KERNELS["float16"]]
+    assert kernels[0].time_range.elapsed_us() > 0
+    # Without CUDA activity the profiler sees no kernel.
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profiled:
+        a @ b
+    assert not [e for e in profiled.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+def test_the_played_h100_and_a100_record_the_kernel_their_gemms_ran(played):
+    played("h100")
+    bench = BenchSettings(
+        seed=0, warmup=1, repeats=2, check_rows=8, min_seconds=0.0, warmup_seconds=0.0
+    )
+    logged = []
+
+    def measured(dtype: str) -> str:
+        target = gpu_target(gpu_info()[0], print)
+        found = gpu_info()[0]
+        return measure_point("gpu", dtype, [64] * 3, target, bench, found, log=logged.append)
+
+    for dtype in ("float16", "bfloat16"):
+        point = measured(dtype)
+        assert point.status == "measured" and point.kernel == played_cuda.SM90_KERNELS[dtype]
+    # A dtype the stand-in has no real name for: no kernel seen, said, and the point stands.
+    point = measured("float32")
+    assert point.status == "measured" and point.kernel == ""
+    assert logged == [
+        "gpu float32 [64, 64, 64] (torch): the kernel that ran is not recorded: NotSeen: "
+        "torch's profiler saw no CUDA kernel in the call (no CUPTI kernel activity here)"
+    ]
+    played("mig")  # an A100's slice
+    assert measured("bfloat16").kernel == played_cuda.SM80_KERNELS["bfloat16"]
+    played("h100", cupti=False)  # a host whose torch profiler traces no CUDA kernel
+    logged.clear()
+    point = measured("float16")
+    assert point.status == "measured" and point.kernel == ""
+    assert logged[0].endswith("NotSeen: torch's profiler cannot trace CUDA kernels here (no CUPTI)")
 
 
 def test_torch_cuda_tunable_is_torchs_own_module_over_played_hooks(played):

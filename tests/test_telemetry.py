@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from roofline.device.telemetry import Sampler, reason_names, summarize
+from roofline.device.telemetry import CLOCK_EVENT_REASONS, Sampler, reason_names, summarize
 from tests.conftest import measured_row
 
 
@@ -89,3 +89,41 @@ def test_a_failing_field_leaves_the_others_and_is_reported():
     summary = summarize(watch, None)
     assert summary["power_w"] == pytest.approx(12.5 / watch.window_s)
     assert summary["errors"] == ["power_w: RuntimeError: NVML_ERROR_NOT_SUPPORTED"]
+
+
+def test_each_reasons_share_of_the_samples_and_the_one_that_held_the_clock():
+    # RECORDED: idle in 1 of 3 samples, the power cap in 2, the software thermal limit in 1.
+    summary = summarize(window(RECORDED, energy_j=1300.0, window_s=2.0), 1980, 700.0)
+    shares = summary["reason_shares"]
+    assert shares["gpu_idle"] == pytest.approx(1 / 3)
+    assert shares["sw_power_cap"] == pytest.approx(2 / 3)
+    assert shares["sw_thermal_slowdown"] == pytest.approx(1 / 3)
+    assert shares["hw_thermal_slowdown"] == 0.0 and set(shares) == set(CLOCK_EVENT_REASONS.values())
+    assert summary["clock_reason"] == "sw_power_cap"  # idleness never holds the clock
+    assert summary["clock_reason_share"] == pytest.approx(2 / 3)
+    assert summary["power_limit_w"] == 700.0
+    assert summary["power_of_limit"] == pytest.approx(650.0 / 700.0)  # 1300 J / 2 s
+    row = measured_row("h100", "float16", [1024] * 3, [0.002] * 4, 989.4, "datasheet", 0.0, summary)
+    assert row.clock_reason == "sw_power_cap" and row.clock_reason_share == pytest.approx(2 / 3)
+    assert row.clock_reason_shares == "gpu_idle=0.333+sw_power_cap=0.667+sw_thermal_slowdown=0.333"
+    assert row.power_limit_w == 700.0
+
+
+def test_reasons_not_read_are_told_apart_from_none_set():
+    idle = [dict(s, reasons=0x1) for s in RECORDED]
+    summary = summarize(window(idle), 1980)
+    assert summary["clock_reason"] == "none" and summary["clock_reason_share"] is None
+    assert summary["reason_shares"]["gpu_idle"] == 1.0
+    assert summary["power_limit_w"] is None and summary["power_of_limit"] is None
+    # One sample's reasons refused: the shares are of the samples that were read.
+    partly = [dict(RECORDED[0], reasons=None), *RECORDED[1:]]
+    assert summarize(window(partly), 1980)["reason_shares"]["sw_power_cap"] == 1.0
+    unread = summarize(window([dict(s, reasons=None) for s in RECORDED]), 1980)
+    assert unread["clock_reason"] == "" and unread["reason_shares"] == {}
+    assert unread["throttle_reasons"] == []
+    assert (
+        measured_row(
+            "h100", "float16", [1024] * 3, [0.002], 989.4, "datasheet", 0.0, unread
+        ).clock_reason_shares
+        == ""
+    )

@@ -10,6 +10,7 @@ import pytest
 from roofline.device import kinds
 from roofline.device.timing import (
     MAX_CALLS,
+    BenchSettings,
     EventTimer,
     HostReading,
     HostTimer,
@@ -187,3 +188,37 @@ def test_our_runnable_threads_are_not_guessed_where_proc_has_no_task_list(tmp_pa
 
     assert _own_runnable(tmp_path) is None  # no /proc/self/task (or a thread gone mid-read)
     assert isinstance(_own_runnable(read_host.__defaults__[0]), int)  # this machine's /proc
+
+
+def test_the_sustained_window_is_a_gpus_by_default_and_a_cpus_only_when_asked():
+    default = BenchSettings()
+    assert default.sustained_for("cuda") == 60.0 and default.sustained_for("mps") == 60.0
+    assert default.sustained_for("cpu") == 0.0  # a laptop's run stays as short as it was
+    shorter = BenchSettings(sustained_seconds=5.0)  # -S bench.sustained_seconds=5
+    assert shorter.sustained_for("cuda") == 5.0 and shorter.sustained_for("cpu") == 0.0
+    assert BenchSettings(sustained_seconds=5.0, sustained_cpu=True).sustained_for("cpu") == 5.0
+    assert BenchSettings(sustained_seconds=0.0, sustained_cpu=True).sustained_for("cpu") == 0.0
+    assert "sustained_seconds" not in default.sample_options()  # the benchmark's, not the timer's
+
+
+def test_a_long_window_of_short_calls_keeps_each_samples_mean_call():
+    from roofline.measuring.kernels import batched, measure_matmul
+
+    timer = CountingTimer()
+    kind = kinds.Kind()
+    kind.timer = lambda: timer
+    point = measure_matmul(
+        *(16, 16, 16, "float32", kind),
+        seed=0,
+        warmup=1,
+        repeats=3,
+        check_rows=4,
+        cache_bytes=None,
+        calls_per_sample=4,
+    )
+    # Four calls a sample: samples 2, 3 and 4 (1 is the warm-up) of 4 calls each, per call.
+    assert timer.calls == [0, 1, 2, 3] and point.samples == [0.5, 0.75, 1.0]
+    assert point.timing == "counting, 4 calls a sample"
+    seen = []
+    batched(seen.append, 4)(2)  # the third sample's calls rotate on through the operand sets
+    assert seen == [8, 9, 10, 11]

@@ -101,6 +101,7 @@ BOUNDS: dict[str, Bound] = {
     "bench.check_rows": Bound(1, 1024, "1,024 rows of 8192 is already 1/8 of a float64 matmul"),
     "bench.min_seconds": SECONDS,
     "bench.copy_mib": Bound(1, 32768, "two 32 GiB buffers are far past every cache"),
+    "bench.sustained_seconds": SECONDS,
     "sweep.budget_s.*": Bound(0, 3600, "an hour of a device per sweep; `full` takes minutes"),
     "sweep.min_seconds": SECONDS,
     "knobs.rounds": Bound(0, 100, "each round is a warm-up and a window per side"),

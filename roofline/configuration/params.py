@@ -6,7 +6,7 @@ measuring stages build and which costs a probe more than its own work."""
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, TypedDict, cast
+from typing import Any, NotRequired, TypedDict, cast
 
 import yaml
 
@@ -53,6 +53,7 @@ class PublishedParams(TypedDict):
     shape: list[int]  # [M, N, K]
     tflops: float
     source: str
+    window: NotRequired[str]  # burst, sustained, or "": not said (a conf from before it)
 
 
 class SkuParams(TypedDict):
@@ -91,6 +92,8 @@ class BenchParams(TypedDict):
     check_rows: int
     min_seconds: float
     copy_mib: int
+    sustained_seconds: float
+    sustained_cpu: bool
 
 
 class SweepParams(TypedDict):

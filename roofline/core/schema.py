@@ -22,7 +22,11 @@ STATUSES = ("measured", "pending", "skipped", "failed")
 # The version of the records' schema this code writes and reads; a record without one is from
 # before versions (1). A newer record is refused, never read as if it were this one.
 # 3: a measured row records its timing mode (`timing_mode`).
-SCHEMA_VERSION = 3
+# 4: a GPU row records which clock-event reason held its clock, and in what share of the
+# samples (`clock_reason`, `clock_reason_share`, `clock_reason_shares`), and its power limit
+# (`power_limit_w`); a results record may hold a "sustained" row; a measured row records the
+# kernel that ran (`kernel`). Older records read as before.
+SCHEMA_VERSION = 4
 
 
 class TimingMode(enum.StrEnum):
@@ -61,7 +65,8 @@ class Measurement:
     n: int
     k: int
     status: str
-    # lab (the device's configured shapes), or a sweep's square / skinny / best-shape
+    # lab (the device's configured shapes), or a sweep's square / skinny / best-shape, or
+    # sustained: the headline point again in one long window (BenchSettings.sustained_seconds)
     series: str = "lab"
     backend: str = "torch"  # the library it went through (roofline.device.backends)
     reason: str = ""
@@ -69,6 +74,10 @@ class Measurement:
     samples_s: list[float] = field(default_factory=list)  # every timed call
     timing: str = ""  # how the samples were timed (host clock, events back to back, CUDA graph)
     timing_mode: TimingMode | None = None  # the same, as a mode; None: not measured
+    # The kernel that ran, as its library names it, learnt from one more call after timing
+    # (roofline.device.kinds, Kind.kernel): cuBLAS's from torch's profiler, a CPU's from MKL's
+    # or oneDNN's verbose output or numpy's BLAS; "" where it was not learnt (the log says why).
+    kernel: str = ""
     # GPU telemetry over the timed window (NVML); empty on CPUs.
     sm_clock_mhz: float | None = None
     sm_clock_max_mhz: float | None = None
@@ -77,6 +86,13 @@ class Measurement:
     power_source: str = ""  # the energy counter, or the mean reading where it is unsupported
     temperature_max_c: float | None = None
     throttle_reasons: str = ""  # clock-event reasons seen, idleness left out
+    # The clock-event reason but idleness set in the most samples, and its share of them:
+    # "none" where reasons were read and none was set, "" where they were not (a CPU, NVML
+    # refusing, or a record from before schema 4, which has throttle_reasons only).
+    clock_reason: str = ""
+    clock_reason_share: float | None = None
+    clock_reason_shares: str = ""  # every reason set, e.g. "sw_power_cap=0.9+gpu_idle=0.05"
+    power_limit_w: float | None = None  # the enforced power limit (NVML), as the probe read it
     other_processes: str = ""  # other processes computing on the GPU during the window
     telemetry_errors: str = ""  # NVML reads that failed
     # The timed window (roofline.device.timing.TimedWindow), on every device: its length, whether
@@ -104,6 +120,8 @@ MEASURED_NUMBERS = (
     "sm_clock_max_mhz",
     "power_w",
     "temperature_max_c",
+    "clock_reason_share",
+    "power_limit_w",
 )
 
 
@@ -158,10 +176,12 @@ def measurement(
     timing: str = "",
     timed: Any = None,
     timing_mode: TimingMode | None = None,
+    kernel: str = "",
 ) -> Measurement:
     """A measured point; `telemetry` is a summary from roofline.device.telemetry.summarize (GPUs),
     `timed` the roofline.device.timing.TimedWindow its samples were timed in; `timing_mode` the mode
-    of the timer that timed it (by default, the one `timing` describes)."""
+    of the timer that timed it (by default, the one `timing` describes); `kernel` the kernel
+    that ran, as its library names it."""
     m, n, k = shape
     point = Measurement(
         device,
@@ -175,6 +195,7 @@ def measurement(
         samples_s=list(samples),
         timing=timing,
         timing_mode=timing_mode,
+        kernel=kernel,
     )
     if telemetry:
         point.sm_clock_mhz = telemetry["sm_clock_mhz"]
@@ -184,6 +205,11 @@ def measurement(
         point.power_source = telemetry.get("power_source", "")
         point.temperature_max_c = telemetry["temperature_max_c"]
         point.throttle_reasons = "+".join(telemetry["throttle_reasons"])
+        point.clock_reason = telemetry.get("clock_reason", "")
+        point.clock_reason_share = telemetry.get("clock_reason_share")
+        shares = telemetry.get("reason_shares") or {}
+        point.clock_reason_shares = "+".join(f"{n}={v:.3g}" for n, v in shares.items() if v > 0)
+        point.power_limit_w = telemetry.get("power_limit_w")
         point.other_processes = "; ".join(telemetry.get("other_processes", []))
         point.telemetry_errors = "; ".join(telemetry.get("errors", []))
     if timed is not None:

@@ -1,11 +1,12 @@
 """What a kind of device does, in one place: where its tensors live, how a run of calls is timed
-and synchronised, graph capture, TunableOp, its properties, and the telemetry of a timed window.
-Measuring code reaches torch.cuda and NVML only through here, so a stand-in for both
+and synchronised, graph capture, TunableOp, its properties, the telemetry of a timed window,
+and the kernel a call ran (roofline.device.kernel_ran). Measuring code reaches torch.cuda and NVML only through here, so a stand-in for both
 (tests/fakes/cuda) plays a GPU end to end on a machine without one.
 
-    cpu   host clock
-    cuda  CUDA events queued back to back, CUDA graphs, TunableOp, NVML telemetry
-    mps   Metal events (Apple silicon)
+    cpu   host clock; the kernel from MKL's or oneDNN's verbose output (numpy: threadpoolctl)
+    cuda  CUDA events queued back to back, CUDA graphs, TunableOp, NVML telemetry; the kernel
+          from torch's profiler
+    mps   Metal events (Apple silicon); no kernel name
 
 torch is imported when a kind is made, never at import: the probe reads no torch."""
 
@@ -17,7 +18,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from roofline.device import telemetry
+from roofline.device import kernel_ran, telemetry
 from roofline.device.description import GpuInfo
 from roofline.device.timing import EventTimer, HostTimer, Timer, Work
 
@@ -70,6 +71,17 @@ class Kind:
         """Telemetry of a timed window, or None where there is none."""
         return None
 
+    def kernel(self, call: Callable[[], object], backend: str = "torch") -> str | None:
+        """The kernel one more call of `call` runs, as its library names it (the call is not
+        timed): torch's from MKL's or oneDNN's verbose output, numpy's BLAS from threadpoolctl;
+        None where the library cannot say (a function of your own). Raises where it should
+        have said and did not (roofline.device.kernel_ran.NotSeen)."""
+        if backend == "torch":
+            return kernel_ran.cpu_torch(call)
+        if backend == "numpy":
+            return kernel_ran.numpy_kernel(call)
+        return None
+
 
 class Mps(Kind):
     """Apple silicon's GPU: Metal events; no telemetry API, unified memory."""
@@ -89,6 +101,10 @@ class Mps(Kind):
 
     def synchronize(self) -> None:
         self.device.synchronize()
+
+    def kernel(self, call: Callable[[], object], backend: str = "torch") -> str | None:
+        """Metal names no kernel to torch: None."""
+        return None
 
 
 class Cuda(Kind):
@@ -197,6 +213,10 @@ class Cuda(Kind):
         if reset:
             self.cuda.reset_peak_memory_stats(self.index)
         return self.cuda.max_memory_allocated(self.index)
+
+    def kernel(self, call: Callable[[], object], backend: str = "torch") -> str | None:
+        """cuBLAS's kernel for one more call of `call`, from torch's profiler (CUPTI)."""
+        return kernel_ran.cuda_profiled(call, self.synchronize)
 
     def monitor(self) -> Monitor | None:
         if self.handle is None:

@@ -27,10 +27,50 @@ CLOCK_EVENT_REASONS = {
     0x100: "display_clock_setting",
 }
 IDLE = 0x1
+# Each reason in a reader's words, as the report and the gap breakdown say what held the clock.
+REASON_WORDS = {
+    "gpu_idle": "idle",
+    "applications_clocks_setting": "its applications clock setting",
+    "sw_power_cap": "its software power cap",
+    "hw_slowdown": "a hardware slowdown (power brake or overheating)",
+    "sync_boost": "sync boost (held to the clock of another GPU in its group)",
+    "sw_thermal_slowdown": "its software thermal limit",
+    "hw_thermal_slowdown": "a hardware thermal slowdown",
+    "hw_power_brake_slowdown": "an external power brake",
+    "display_clock_setting": "its display clock setting",
+}
 
 
 def reason_names(mask: int) -> list[str]:
     return [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit and bit != IDLE]
+
+
+def reason_words(name: str) -> str:
+    """A clock-event reason in a reader's words (its NVML name where it has none here)."""
+    return REASON_WORDS.get(name, name.replace("_", " "))
+
+
+def reason_shares(masks: list[int]) -> dict[str, float]:
+    """Each clock-event reason's share of the samples whose reasons were read, idleness
+    included; {} where none was read."""
+    if not masks:
+        return {}
+    return {
+        name: sum(1 for mask in masks if mask & bit) / len(masks)
+        for bit, name in CLOCK_EVENT_REASONS.items()
+    }
+
+
+def dominant_reason(shares: dict[str, float]) -> tuple[str, float | None]:
+    """The reason but idleness set in the most samples, with its share: ("none", None) where
+    reasons were read and none but idleness was ever set, ("", None) where none was read."""
+    if not shares:
+        return "", None
+    held = {name: share for name, share in shares.items() if name != "gpu_idle" and share > 0}
+    if not held:
+        return "none", None
+    name = max(held, key=lambda n: held[n])  # the first in NVML's order on a tie
+    return name, held[name]
 
 
 def open_gpu(uuid: str | None):
@@ -250,40 +290,59 @@ class WindowSummary(TypedDict, total=False):
     power_source: str  # how power_w was found; "" where it was not
     temperature_max_c: float | None
     throttle_reasons: list[str]  # clock-event reasons but idleness (reason_names)
+    # Each reason's share of the samples whose reasons were read, idleness included ({}: none
+    # read); the one but idleness set in the most ("none": none was; "": not read) and its share.
+    reason_shares: dict[str, float]
+    clock_reason: str
+    clock_reason_share: float | None
+    power_limit_w: float | None  # the enforced power limit, as the probe recorded it
+    power_of_limit: float | None  # power_w / power_limit_w
     other_processes: list[str]  # other processes computing on the GPU
     errors: list[str]  # what failed to read, once each
 
 
-def summarize(window: Any, max_sm_mhz: float | None) -> WindowSummary:
+def summarize(
+    window: Any, max_sm_mhz: float | None, power_limit_w: float | None = None
+) -> WindowSummary:
     """The timed window in a row's fields: mean clocks, power from the energy counter where it
     was read (the driver's power reading is a one-second average on Hopper, wrong for a window
-    that starts idle) else the mean reading, the hottest temperature, every clock-event reason
-    but idleness, the other processes and what failed."""
+    that starts idle) else the mean reading, and against the enforced `power_limit_w`; the
+    hottest temperature, every clock-event reason but idleness, each reason's share of the
+    samples and the one that held the clock most; the other processes and what failed."""
     if window is None or not window.samples:
         return {}
     samples = window.samples
+    masks = [int(s["reasons"]) for s in samples if s.get("reasons") is not None]
     mask = 0
-    for s in samples:
-        mask |= int(s.get("reasons") or 0)
+    for read in masks:
+        mask |= read
+    shares = reason_shares(masks)
+    clock_reason, clock_reason_share = dominant_reason(shares)
     temps = [s.get("temp_c") for s in samples if s.get("temp_c") is not None]
     span = getattr(window, "window_s", None) or samples[-1]["t"] - samples[0]["t"]
     energy = getattr(window, "energy_j", None)
     power_source = "energy counter" if energy is not None and span else ""
     if not power_source and any(s.get("power_w") is not None for s in samples):
         power_source = "mean of NVML's power readings (no energy counter over the window)"
+    power = (
+        energy / span if energy is not None and span else mean([s.get("power_w") for s in samples])
+    )
     return {
         "samples": len(samples),
         "window_s": span,
         "sm_clock_mhz": mean([s.get("sm_mhz") for s in samples]),
         "sm_clock_max_mhz": max_sm_mhz,
         "mem_clock_mhz": mean([s.get("mem_mhz") for s in samples]),
-        "power_w": energy / span
-        if energy is not None and span
-        else mean([s.get("power_w") for s in samples]),
+        "power_w": power,
         "energy_j": energy,
         "power_source": power_source,
         "temperature_max_c": max(temps) if temps else None,
         "throttle_reasons": reason_names(mask),
+        "reason_shares": shares,
+        "clock_reason": clock_reason,
+        "clock_reason_share": clock_reason_share,
+        "power_limit_w": power_limit_w,
+        "power_of_limit": power / power_limit_w if power is not None and power_limit_w else None,
         "other_processes": list(getattr(window, "processes", [])),
         "errors": sorted(getattr(window, "errors", [])),
     }

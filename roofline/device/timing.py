@@ -95,6 +95,19 @@ class BenchSettings:
     min_seconds: float = 2.0
     # Size of the buffer copied to measure achievable memory bandwidth.
     copy_mib: int = 1024
+    # After the points, the benchmark times the headline point (the lab dtype at its largest
+    # shape, through torch) again in one window this long, kept as the series "sustained": a
+    # window of min_seconds is a burst, before a GPU's power cap and heat have settled its
+    # clock; a minute shows where they settle, NVML saying why. GPUs only, unless sustained_cpu:
+    # a laptop CPU's run stays as short as it was. 0: never. Not a timer setting: `sample` never
+    # reads it (the benchmark passes it as min_seconds of that one window).
+    sustained_seconds: float = 60.0
+    sustained_cpu: bool = False  # a CPU device's sustained window too (when asked)
+
+    def sustained_for(self, kind: str) -> float:
+        """The seconds of the sustained window on a device of this kind (cpu, cuda, mps): 0
+        for none."""
+        return self.sustained_seconds if kind != "cpu" or self.sustained_cpu else 0.0
 
     def sample_options(self) -> SampleOptions:
         """The keywords `sample` takes from these settings (roofline.measuring.kernels passes them

@@ -269,6 +269,7 @@ def measured_run(
         # A CPU's own ceilings; what each backend ran.
         clock=recorded("clock", record.get("clock"), "clock"),
         fma=recorded("fma", record.get("fma"), "fma"),
+        caches=recorded("caches", record.get("caches"), "caches"),
         libraries=recorded("libraries", record.get("libraries"), "libraries"),
         sweep=sweep,
         measured_by_older=older or None,

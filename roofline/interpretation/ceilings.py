@@ -11,13 +11,23 @@ import pandas as pd
 
 from roofline.core.arithmetic import matmul_bytes, matmul_flops
 from roofline.core.dtypes import LAB_DTYPE
+from roofline.device.telemetry import reason_words
+from roofline.interpretation import kernel_names
 from roofline.interpretation.interpret import assumed_clock_mhz
 from roofline.interpretation.manifest import DeviceEntry, Fma
 
-# The output tile assumed for tile and wave quantisation on GPUs: 128 x 256 (M x N), a common
-# cuBLAS tile for large 16-bit GEMMs on Ampere and Hopper. cuBLAS picks its own per shape, so
-# this is a model, stated wherever it is used.
+# The output tile assumed for tile and wave quantisation on GPUs where the row's kernel name
+# gives none (a record from before kernels were recorded, a profiler that saw none): 128 x 256
+# (M x N), a common cuBLAS tile for large 16-bit GEMMs on Ampere and Hopper. cuBLAS picks its
+# own per shape, so this is a model, stated wherever it is used.
 TILE = (128, 256)
+
+
+def ran_tile(row: Any) -> tuple[int, int] | None:
+    """The output tile (M x N) of the kernel that ran for a row (or a Ceiling), where its
+    recorded name gives one (roofline.interpretation.kernel_names); None where it does not."""
+    name = text_of(getattr(row, "kernel", ""))
+    return kernel_names.parse(name).output_tile if name else None
 
 
 def headline(rows: pd.DataFrame, kind: str) -> SimpleNamespace | None:
@@ -41,10 +51,15 @@ def lab_headline(rows: pd.DataFrame, name: str, entry: DeviceEntry) -> SimpleNam
     return headline(rows[(rows.device == name) & (rows.series == "lab")], entry.kind)
 
 
+# The series that times the headline point again in one long window: the same point as the
+# burst, so it defines no ceiling and checks no prediction.
+SUSTAINED = "sustained"
+
+
 def ceiling_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The best measured point per (device, dtype), over every series: its TFLOP/s is that
-    dtype's measured compute ceiling."""
-    measured = rows[rows.status == "measured"]
+    """The best measured point per (device, dtype), over every series but the sustained window:
+    its TFLOP/s is that dtype's measured compute ceiling."""
+    measured = rows[(rows.status == "measured") & (rows.series != SUSTAINED)]
     return measured.loc[measured.groupby(["device", "dtype"]).achieved_tflops.idxmax()]
 
 
@@ -56,12 +71,19 @@ class Ceiling:
     shape: tuple[int, int, int]  # M, N, K
     series: str
     backend: str
+    kernel: str = ""  # the kernel that ran there, as recorded ("" where none was)
 
 
 def measured_ceilings(rows: pd.DataFrame) -> dict[tuple[str, str], Ceiling]:
     """The measured compute ceiling per (device, dtype), and where it was measured."""
     return {
-        (r.device, r.dtype): Ceiling(r.achieved_tflops, (r.m, r.n, r.k), r.series, r.backend)
+        (r.device, r.dtype): Ceiling(
+            r.achieved_tflops,
+            (r.m, r.n, r.k),
+            r.series,
+            r.backend,
+            text_of(getattr(r, "kernel", "")),
+        )
         for r in ceiling_rows(rows).itertuples()
     }
 
@@ -80,7 +102,8 @@ def predictions(rows: pd.DataFrame, bandwidths: dict[str, float]) -> pd.DataFram
     construction, so it checks nothing."""
     ceilings, best = measured_ceilings(rows), ceiling_rows(rows).index
     out = []
-    for r in rows[(rows.status == "measured") & rows.device.isin(bandwidths)].itertuples():
+    checked = (rows.status == "measured") & (rows.series != SUSTAINED)
+    for r in rows[checked & rows.device.isin(bandwidths)].itertuples():
         flops, nbytes = matmul_flops(r.m, r.n, r.k), matmul_bytes(r.m, r.n, r.k, r.dtype)
         ceiling, bandwidth = ceilings[(r.device, r.dtype)].tflops, bandwidths[r.device]
         predicted = predicted_seconds(flops, nbytes, ceiling, bandwidth)
@@ -155,11 +178,13 @@ def why(
             f"{overhead_s / r.median_s:.0%} of this {r.median_s * 1e6:.3g} µs call"
         )
     if sm_count:
-        q = wave_quantisation(r.m, r.n, sm_count)
+        tile = ran_tile(r)
+        q = wave_quantisation(r.m, r.n, sm_count, tile or TILE)
         if q.efficiency < 0.9:
             return (
-                f"tile and wave quantisation: {q.tiles} tiles of {TILE[0]}x{TILE[1]} on "
-                f"{sm_count} SMs make {q.waves} waves, {q.efficiency:.0%} of slots useful"
+                f"tile and wave quantisation: {q.tiles} tiles of {q.tile[0]}x{q.tile[1]} "
+                f"({tile_source(tile)}) on {sm_count} SMs make {q.waves} waves, "
+                f"{q.efficiency:.0%} of slots useful"
             )
     if r.bound == "memory":
         return (
@@ -233,6 +258,44 @@ def share(tflops: float, steps: list[Step]) -> str:
     return f"{tflops / ref.tflops:.1%} of the step above ({ref.label})"
 
 
+def text_of(value: Any) -> str:
+    """A text field of a row ("" where results.csv left it empty, read back as NaN)."""
+    return value if isinstance(value, str) else ""
+
+
+def number_of(value: Any) -> float | None:
+    """A number field of a row (None where it is missing or empty)."""
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def clock_cause(head: Any) -> str:
+    """What held the SM clock in the timed window, as NVML said: the clock-event reason set in
+    the most samples and its share, and the power against the enforced limit; what was not
+    read, said. A row from before shares were recorded names the reasons it saw."""
+    reason = text_of(getattr(head, "clock_reason", ""))
+    share = number_of(getattr(head, "clock_reason_share", None))
+    seen = [n for n in text_of(getattr(head, "throttle_reasons", "")).split("+") if n]
+    if reason == "none":
+        said = "no clock-event reason but idleness was set in any sample"
+    elif reason:
+        of = f"{share:.0%} of the samples" if share is not None else "some samples"
+        said = f"the clock was held by {reason_words(reason)} in {of}"
+    elif "reasons:" in text_of(getattr(head, "telemetry_errors", "")):
+        said = "its clock-event reasons were not read (NVML refused them)"
+    elif seen:
+        named = ", ".join(reason_words(n) for n in seen)
+        said = f"clock-event reasons seen: {named} (in what share of the samples, not recorded)"
+    else:
+        said = "no clock-event reason but idleness was reported"
+    power = number_of(getattr(head, "power_w", None))
+    limit = number_of(getattr(head, "power_limit_w", None))
+    if power is not None and limit:
+        return f"{said}, at {power:.0f} W of its {limit:.0f} W limit ({power / limit:.0%})"
+    if power is not None:
+        return f"{said}, at {power:.0f} W (its power limit not recorded)"
+    return f"{said}; its power was not read"
+
+
 def clock_step(
     head: Any, kind: str, fma: Fma | None, steps: list[Step], peak_clock_mhz: float | None
 ) -> Step:
@@ -261,6 +324,7 @@ def clock_step(
     )
     if ratio > 1:  # boosting past it raises no ceiling: the dense peak is the definition
         note += "; above it, so the dense peak stays the ceiling"
+    note += f"; {clock_cause(head)}"
     return step(StepId.CLOCK, head.peak_tflops * min(ratio, 1.0), note)
 
 
@@ -318,23 +382,32 @@ def ceiling_step(head: Any, ceiling: Ceiling, steps: list[Step]) -> Step:
     return step(StepId.CEILING, ceiling.tflops, note + share(ceiling.tflops, steps))
 
 
+def tile_source(tile: tuple[int, int] | None) -> str:
+    """Where a quantisation's tile came from, as the page says it."""
+    return "the tile of the kernel that ran" if tile else "assumed"
+
+
 def quantisation_step(
     head: Any, ceiling: Ceiling, kind: str, sm_count: int | None, steps: list[Step]
 ) -> Step:
     if kind != "cuda" or not sm_count:
         return step(StepId.QUANTISATION, None, "not modelled without an SM count")
-    q = wave_quantisation(head.m, head.n, sm_count)
+    tile = ran_tile(head)
+    q = wave_quantisation(head.m, head.n, sm_count, tile or TILE)
     ref = above(steps)
     if ref is None:
         return step(StepId.QUANTISATION, None, "no step above to scale")
     note = (
-        f"{q.tiles} tiles of {TILE[0]}x{TILE[1]} (assumed) on {sm_count} SMs: "
+        f"{q.tiles} tiles of {q.tile[0]}x{q.tile[1]} ({tile_source(tile)}) on {sm_count} SMs: "
         f"{q.waves} waves, {q.efficiency:.1%} of slots useful"
     )
     if ref.id is StepId.CEILING:
-        # The ceiling's own shape is quantised too: scale by the headline's efficiency over its.
-        q_best = wave_quantisation(ceiling.shape[0], ceiling.shape[1], sm_count)
-        note += f" (the ceiling's shape: {q_best.efficiency:.1%})"
+        # The ceiling's own shape is quantised too: scale by the headline's efficiency over its,
+        # at the tile of the kernel that ran there (else the headline's).
+        best_tile = ran_tile(ceiling) or q.tile
+        q_best = wave_quantisation(ceiling.shape[0], ceiling.shape[1], sm_count, best_tile)
+        its = f", its kernel's tile {best_tile[0]}x{best_tile[1]}" if best_tile != q.tile else ""
+        note += f" (the ceiling's shape: {q_best.efficiency:.1%}{its})"
         return step(StepId.QUANTISATION, ref.tflops * q.efficiency / q_best.efficiency, note)
     return step(StepId.QUANTISATION, ref.tflops * q.efficiency, note)
 

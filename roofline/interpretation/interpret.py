@@ -203,10 +203,14 @@ PUBLISHED_CAUSES = "the power cap, the clocks under load, other processes on the
 
 
 def published_figure(published: list[PublishedFigure], result: Any) -> PublishedFigure | None:
-    """The published figure for a result's dtype and shape on its SKU, if there is one."""
+    """The published figure for a result's dtype and shape on its SKU, if there is one: like
+    with like where one is (a sustained row's sustained figure; a burst's burst or unstated
+    one), else another window's."""
     shape = [result.m, result.n, result.k]
     same = [p for p in published if p.dtype == result.dtype and list(p.shape) == shape]
-    return same[0] if same else None
+    sustained = getattr(result, "series", "lab") == "sustained"
+    like = [p for p in same if (p.window == "sustained") == sustained]
+    return (like or same or [None])[0]
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,14 @@ class Published:
     shape: list[int] = MISSING  # [M, N, K]
     tflops: float = MISSING
     source: str = MISSING  # where it is published, enough to find it
+    # How long its timed window ran, where its source says (WINDOWS): "burst" (calls timed for
+    # a second or less, as most benchmarks do), "sustained" (a window of a minute or so, its
+    # clocks settled), "" unknown. The report sets ours of the same kind beside it.
+    window: str = ""
+
+
+# The kinds of window a published figure may be timed in ("": its source does not say).
+WINDOWS = ("burst", "sustained", "")
 
 
 @dataclass
@@ -97,6 +105,11 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
                         "0 < low <= high"
                     )
             for i, figure in enumerate(sku.published):
+                if figure.window not in WINDOWS:
+                    errors.append(
+                        f"{where}.published[{i}].window={figure.window!r}; allowed: burst, "
+                        "sustained, or '' where its source does not say"
+                    )
                 if figure.dtype not in NAMES or len(figure.shape) != 3 or figure.tflops <= 0:
                     errors.append(
                         f"{where}.published[{i}]: dtype {figure.dtype!r}, shape "

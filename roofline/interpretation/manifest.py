@@ -78,6 +78,17 @@ class Fma(Recorded):
 
 
 @dataclass(frozen=True)
+class CacheCeiling(Recorded):
+    """A CPU's read bandwidth from one cache level (or DRAM) on every core at once, each core
+    over a working set of its own (roofline.device.peakflops.measure_cache_bandwidth)."""
+
+    level: str  # "L1", "L2", "L3", "DRAM"
+    working_set_bytes: int | None = None  # each core's; None: no size known for the level
+    gbps: float | None = None  # summed over the cores; None: not measured, or not used (`reason`)
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class PublishedFigure:
     """A figure someone published for a SKU's work (a datasheet line's `published`)."""
 
@@ -85,6 +96,7 @@ class PublishedFigure:
     shape: list[int]  # [M, N, K]
     tflops: float
     source: str
+    window: str = ""  # burst, sustained, or "": its source does not say (lab_schema.WINDOWS)
 
 
 @dataclass(frozen=True)
@@ -192,6 +204,7 @@ class MeasuredRun:
         default=None, metadata=WHEN_SET
     )  # a CPU's clock, as measured or read
     fma: Fma | None = field(default=None, metadata=WHEN_SET)
+    caches: list[CacheCeiling] | None = field(default=None, metadata=WHEN_SET)  # a CPU's
     libraries: dict[str, Library] | None = field(
         default=None, metadata=WHEN_SET
     )  # what each backend ran, by backend

@@ -37,7 +37,7 @@ from roofline.core.schema import SCHEMA_VERSION, check_version, empty
 from roofline.device.backends import Library
 from roofline.device.description import Found, Identity
 from roofline.device.hardware import BOOT_CACHE, live_hardware
-from roofline.device.peakflops import CpuClock, FmaCeiling
+from roofline.device.peakflops import CacheBandwidth, CpuClock, FmaCeiling
 from roofline.machines.identity import describe, describe_apart, locate, same_machine
 from roofline.machines.keys import fingerprint_values, recorded_key
 
@@ -98,6 +98,7 @@ class Record(TypedDict):
     memory: NotRequired[CopyCeiling]  # ...the copy bandwidth
     clock: NotRequired[CpuClock]  # ...a CPU's
     fma: NotRequired[FmaCeiling]  # ...a CPU's
+    caches: NotRequired[list[CacheBandwidth]]  # ...a CPU's read bandwidth per cache level
     libraries: NotRequired[dict[str, Library]]  # ...each backend's, by its name
     sweep: NotRequired[str]  # sweep.json: the sweep's name
     knobs: NotRequired[str]  # knobs.json: the knobs' name

@@ -19,9 +19,22 @@ from roofline.core.progress import progress, say
 from roofline.core.schema import SCHEMA_VERSION
 from roofline.device.backends import libraries
 from roofline.device.description import CpuInfo, Found
-from roofline.device.peakflops import FmaCeiling, cpu_clock, measure_fma
+from roofline.device.peakflops import (
+    CacheBandwidth,
+    FmaCeiling,
+    binary_size,
+    cpu_clock,
+    measure_cache_bandwidth,
+    measure_fma,
+)
 from roofline.machines.records import Fingerprint, Record, RunInfo, points
-from roofline.measuring.measure import describe, measure_memory_ceiling, measure_point, target_for
+from roofline.measuring.measure import (
+    describe,
+    measure_memory_ceiling,
+    measure_point,
+    measure_sustained,
+    target_for,
+)
 from roofline.measuring.provenance import environment, git_revision, versions
 
 if TYPE_CHECKING:
@@ -101,8 +114,12 @@ def measure_device(
     with progress(points(dev), name) as bar:
         for dtype, shape, backend in bar:
             bar.set_postfix_str(f"{dtype} {shape} {backend}")
-            rows.append(measure_point(name, dtype, shape, target, bench, found, backend))
+            rows.append(measure_point(name, dtype, shape, target, bench, found, backend, log=log))
             log(describe(rows[-1]))
+    # The headline point again, in one long window (GPUs; a CPU only when asked).
+    if sustained := measure_sustained(name, rows, target, bench, found, log):
+        rows.append(sustained)
+        log(f"[sustained] {describe(sustained)}")
     memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
     log(f"{name} copy {bench.copy_mib} MiB: {memory['gbps']:.1f} GB/s (read + write)")
     record: Record = {
@@ -122,6 +139,8 @@ def measure_device(
         record["clock"] = cpu_clock(cpu["logical_cores"])
         record["fma"] = measure_fma(cpu["logical_cores"], cpu["isa"])
         log(f"{name} FMA ceiling: {describe_fma(record['fma'])}")
+        record["caches"] = measure_cache_bandwidth(cpu["logical_cores"], cpu["isa"])
+        log(f"{name} read bandwidth, every core: {describe_caches(record['caches'])}")
     record["libraries"] = libraries(list(dev.backends))
     return record
 
@@ -130,3 +149,12 @@ def describe_fma(fma: FmaCeiling) -> str:
     if fma["gflops"] is None:
         return f"{fma['vector']}: {fma['reason']}"
     return f"{fma['gflops'] / 1e3:.4g} TFLOP/s ({fma['vector']}, every core)"
+
+
+def describe_caches(caches: list[CacheBandwidth]) -> str:
+    return "; ".join(
+        f"{c['level']} {c['gbps']:.0f} GB/s ({binary_size(c['working_set_bytes'] or 0)} a core)"
+        if c["gbps"] is not None
+        else f"{c['level']} {c.get('reason', 'not measured')}"
+        for c in caches
+    )

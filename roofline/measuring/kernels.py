@@ -31,6 +31,9 @@ class Point:
     timing: str = ""  # how the samples were timed
     window: Any = None  # what the telemetry window recorded (a Sampler), or None
     timed: TimedWindow | None = None  # the timed window's length, cut, and share of the host
+    # The timed call itself (on operand set i), for one more call after timing that learns the
+    # kernel it runs (roofline.measuring.measure); it holds the operands until the point is done.
+    call: Callable[[int], object] | None = None
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -186,10 +189,13 @@ def measure_matmul(
     monitor: Callable[[], Any] | None = None,
     backend: str = "torch",
     threads: int | None = None,
+    calls_per_sample: int = 1,
 ) -> Point:
     """Check C = A @ B, then time it on `kind`'s timer (from a CUDA graph too where that
     measures a short call better). Raises WrongResult instead of timing a kernel whose output
-    is wrong. `threads`: the host threads a CPU's calls run on (roofline.device.timing.sample)."""
+    is wrong. `threads`: the host threads a CPU's calls run on (roofline.device.timing.sample).
+    `calls_per_sample`: calls back to back in each timed sample, kept as their mean (a long
+    window of short calls would pass the cap on a window's samples)."""
     ready = prepare_matmul(
         m,
         n,
@@ -212,6 +218,11 @@ def measure_matmul(
         threads=threads,
     )
     with float32_math(dtype):
+        if calls_per_sample > 1:
+            samples, window, timed = sample(batched(ready.call, calls_per_sample), **timing)
+            samples = [t / calls_per_sample for t in samples]
+            how = f"{timer.name}, {calls_per_sample} calls a sample"
+            return Point(samples, ready.check_error, ready.sets, how, window, timed, ready.call)
         samples, window, timed = sample(ready.call, **timing)
         how = timer.name
         if kind.graphs and summarize(samples)["median_s"] < GRAPH_BELOW_S:
@@ -224,7 +235,20 @@ def measure_matmul(
                 how = f"CUDA graph of {ready.sets} calls, replayed back to back"
             else:
                 how += " (a CUDA graph was not faster)"
-    return Point(samples, ready.check_error, ready.sets, how, window, timed)
+    return Point(samples, ready.check_error, ready.sets, how, window, timed, ready.call)
+
+
+def batched(call: Callable[[int], object], count: int) -> Callable[[int], object]:
+    """Work that makes `count` calls back to back, rotating on through the operand sets; each
+    output is dropped as the next is made."""
+
+    def work(i: int) -> object:
+        out = None
+        for j in range(count):
+            out = call(i * count + j)
+        return out
+
+    return work
 
 
 def measure_copy(

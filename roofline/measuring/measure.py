@@ -6,6 +6,10 @@ Needs torch only (nvidia-ml-py for GPU telemetry), so the GPU suite runs it on a
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import statistics
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
@@ -13,13 +17,20 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from roofline.core import arithmetic as ar
-from roofline.core.dtypes import DTYPES
+from roofline.core.dtypes import DTYPES, LAB_DTYPE
 from roofline.core.errors import RooflineError
 from roofline.core.schema import Measurement, empty, measurement
 from roofline.device import backends, kinds, telemetry
 from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.timing import BenchSettings
-from roofline.measuring.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
+from roofline.measuring.kernels import (
+    Point,
+    WrongResult,
+    float32_math,
+    measure_copy,
+    measure_matmul,
+    unsupported_reason,
+)
 
 if TYPE_CHECKING:  # the records' rules import yaml and more: the GPU suite runs this bare
     from roofline.machines.records import CopyCeiling
@@ -100,8 +111,13 @@ def measure_point(
     bench: BenchSettings,
     found: Found,
     backend: str = "torch",
+    calls_per_sample: int = 1,
+    log: Callable[[str], None] | None = None,
 ) -> Measurement:
-    """One (dtype, shape, backend): skipped, failed (wrong result, never timed) or measured."""
+    """One (dtype, shape, backend): skipped, failed (wrong result, never timed) or measured.
+    `calls_per_sample`: calls in each timed sample (roofline.measuring.kernels.measure_matmul).
+    A measured point records the kernel that ran (`kernel_that_ran`); `log` says why where it
+    could not be learnt (standard error by default)."""
     gpu = cast(GpuInfo, found)  # its GPU fields, read with .get: a CPU's part has none
     skip = backends.unsupported(backend, dtype, target.kind.name) or unsupported_reason(
         dtype, target.kind.name, target.native, gpu.get("compute_capability"), shape
@@ -119,6 +135,7 @@ def measure_point(
             monitor=target.monitor,
             backend=backend,
             threads=target.threads,
+            calls_per_sample=calls_per_sample,
             **bench.sample_options(),
         )
     except WrongResult as err:
@@ -129,7 +146,11 @@ def measure_point(
         # A library that refuses this dtype here (cuBLAS, a scaled-matmul API that differs on
         # this torch) fails this point only: the others are still measured and recorded.
         return empty(name, dtype, shape, "failed", f"the call raised: {raised(err)}", backend)
-    summary = telemetry.summarize(point.window, gpu.get("max_sm_clock_mhz"))
+    summary = telemetry.summarize(
+        point.window, gpu.get("max_sm_clock_mhz"), gpu.get("power_limit_w")
+    )
+    where = f"{name} {dtype} {shape} ({backend})"
+    kernel = kernel_that_ran(target.kind, point, dtype, backend, where, log or to_stderr)
     return measurement(
         name,
         dtype,
@@ -140,7 +161,82 @@ def measure_point(
         backend,
         point.timing,
         point.timed,
+        kernel=kernel,
     )
+
+
+def to_stderr(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
+def kernel_that_ran(
+    kind: kinds.Kind,
+    point: Point,
+    dtype: str,
+    backend: str,
+    where: str,
+    log: Callable[[str], None],
+) -> str:
+    """The kernel the timed call runs, as its library names it, from one more call after the
+    timed window (kinds.Kind.kernel), under the same float32 math; "" where the library cannot
+    say (a function of your own), or where learning it failed, which `log` says: the point's
+    figures stand either way."""
+    if point.call is None:
+        return ""
+    call = point.call
+    try:
+        with float32_math(dtype):
+            return kind.kernel(lambda: call(0), backend) or ""
+    except Exception as err:  # whatever it was, the measurement stands without a kernel name
+        log(f"{where}: the kernel that ran is not recorded: {raised(err)}")
+        return ""
+
+
+# A sustained window keeps about this many samples, each the mean of as many calls as fill it:
+# a minute of 1.4 ms calls is 43,000 calls, past the cap on a window's samples (MAX_CALLS), and
+# every sample kept is written in the record.
+SUSTAINED_SAMPLES = 1000
+
+
+def measure_sustained(
+    name: str,
+    rows: list[Measurement],
+    target: Target,
+    bench: BenchSettings,
+    found: Found,
+    log: Callable[[str], None] = print,
+) -> Measurement | None:
+    """The headline point of `rows` (the kind's lab dtype, else the first dtype measured, at its
+    largest shape, through torch) again, in one window of the bench's sustained seconds, as the
+    series "sustained", with its telemetry over that window. None where this kind has no
+    sustained window, or the device no such point; skipped where its burst was not measured."""
+    seconds = bench.sustained_for(target.kind.name)
+    torch_rows = [r for r in rows if r.backend == "torch" and r.series == "lab"]
+    dtype = LAB_DTYPE.get(target.kind.name)
+    if dtype is None:  # a kind without a lab dtype (mps): the first one measured
+        dtype = next((r.dtype for r in torch_rows if r.status == "measured"), None)
+    candidates = [r for r in torch_rows if r.dtype == dtype]
+    if seconds <= 0 or not candidates:
+        if seconds > 0:
+            log(f"{name}: no {dtype} point through torch, so no sustained window")
+        return None
+
+    def size(r: Measurement) -> int:
+        return r.m * r.n * r.k
+
+    burst = max(candidates, key=size)  # the first of the largest: the configured order
+    shape = [burst.m, burst.n, burst.k]
+    if burst.status != "measured":
+        reason = f"its burst was not measured ({burst.status}: {burst.reason})"
+        point = empty(name, dtype, shape, "skipped", reason)
+    else:
+        per_call = statistics.median(burst.samples_s)
+        calls = max(1, math.ceil(seconds / (per_call * SUSTAINED_SAMPLES)))
+        window = dataclasses.replace(bench, min_seconds=seconds)
+        log(f"{name} {dtype} {shape}: a sustained window of {seconds:g} s ({calls} calls a sample)")
+        point = measure_point(name, dtype, shape, target, window, found, "torch", calls, log=log)
+    point.series = "sustained"
+    return point
 
 
 def describe(point: Measurement) -> str:
@@ -168,6 +264,8 @@ def describe(point: Measurement) -> str:
         text += f", {point.other_runnable} other runnable"
     if point.steal:
         text += f", {point.steal:.1%} stolen"
+    if point.kernel:
+        text += f"; kernel {point.kernel}"
     return text
 
 

@@ -68,7 +68,7 @@ def measure_sweep(
                 reason = f"the sweep's {budget:g} s budget ran out"
                 row = empty(name, dtype, shape, "skipped", reason, backend)
             else:
-                row = measure_point(name, dtype, shape, target, settings, found, backend)
+                row = measure_point(name, dtype, shape, target, settings, found, backend, log=log)
             row.series = series
             rows.append(asdict(row))
             log(f"[{series}] {describe(row)}")

@@ -1,6 +1,7 @@
 """The unified log-log roofline (every device's datasheet and measured ceilings, the kernel
 points) and one panel per device for the sweeps."""
 
+import math
 from dataclasses import dataclass
 
 import matplotlib
@@ -21,7 +22,7 @@ from roofline.interpretation.roofs import ridge_point, roof_tflops
 from roofline.interpretation.rows import knob_title
 
 INTENSITY_RANGE = (0.1, 1e4)  # FLOP/byte
-SERIES_MARKERS = {"lab": "*", "square": "o", "skinny": "v", "best-shape": "D"}
+SERIES_MARKERS = {"lab": "*", "square": "o", "skinny": "v", "best-shape": "D", "sustained": "P"}
 # Colour-blind-safe: blue, orange, green, pink, ... (vermillion skipped: too close to orange).
 PALETTE_ORDER = [0, 1, 2, 4, 7, 8, 9, 5]
 AXES = {
@@ -85,6 +86,63 @@ def fma_tflops(entry: DeviceEntry) -> float | None:
     """A CPU's measured FMA ceiling, where it has one."""
     fma = entry.measured.fma if entry.measured else None
     return fma.gflops / 1e3 if fma and fma.gflops else None
+
+
+def cache_slopes(name: str, entry: DeviceEntry, rows: pd.DataFrame) -> list[Roof]:
+    """A CPU's measured read bandwidth from each cache level and DRAM (its source the level), each
+    a slope up to its measured FMA ceiling (its computed float32 peak where it has none)."""
+    caches = entry.measured.caches if entry.measured else None
+    if not caches:
+        return []
+    peaks = peak_roofs(name, entry, rows)
+    computed = [peak for peak, dtypes in peaks.items() if "float32" in dtypes] or list(peaks)
+    top = fma_tflops(entry) or max(computed, default=None)
+    if not top:
+        return []
+    return [Roof(name, c.level, ["float32"], top, c.gbps) for c in caches if c.gbps]
+
+
+# Where a cache slope's label sits: this far along the intensity axis from its left end. Slopes
+# closer than CROWDED in bandwidth leave no room for a label between them: they share one.
+SLOPE_LABEL_AT = 1.12
+SLOPE_LABEL_GAP = 1.06  # ...and this far above or below it
+CROWDED = 1.6
+
+
+def draw_slopes(ax: Axes, slopes: list[Roof], fontsize: float, others: list[float], **line) -> None:
+    """Cache slopes, dotted, each up to where it meets its ceiling; named along them, slopes
+    closer than CROWDED sharing a label: above the fastest of them, or below the slowest where
+    a faster line (another's, or one of `others`: the copy slope's bandwidth) is that close."""
+    groups: list[list[Roof]] = []
+    for r in sorted(slopes, key=lambda r: -(r.bandwidth or 0)):
+        text = f"{r.device} {r.source} {r.bandwidth:.0f} GB/s"
+        ax.plot(*zip(*r.vertices()[:2], strict=True), ls=":", label=text, **line)
+        if groups and (groups[-1][-1].bandwidth or 0) / (r.bandwidth or 1) < CROWDED:
+            groups[-1].append(r)
+        else:
+            groups.append([r])
+    lines = [r.bandwidth or 0 for r in slopes] + others
+    for group in groups:
+        top, bottom = group[0], group[-1]
+        above = [b for b in lines if b > (top.bandwidth or 0)]
+        below = bool(above) and min(above) / (top.bandwidth or 1) < CROWDED
+        r = bottom if below else top
+        text = " / ".join(f"{g.source} {g.bandwidth:.0f}" for g in group)
+        x = INTENSITY_RANGE[0] * SLOPE_LABEL_AT
+        y = float(roof_tflops(x, r.top, r.bandwidth))
+        y *= 1 / SLOPE_LABEL_GAP if below else SLOPE_LABEL_GAP
+        ax.text(
+            x,
+            y,
+            f"{r.device} {text} GB/s",
+            rotation=math.degrees(math.atan2(y, x)),  # along y ∝ x in data: on screen, its slope
+            transform_rotates_text=True,
+            rotation_mode="anchor",
+            ha="left",
+            va="top" if below else "bottom",
+            fontsize=fontsize,
+            color=line["color"],
+        )
 
 
 def roofs(rows: pd.DataFrame, manifest: Manifest) -> list[Roof]:
@@ -198,6 +256,10 @@ def draw(rows: pd.DataFrame, manifest: Manifest | ManifestJson) -> Figure:
             text = f"{r.device} {what} {r.top:.3g}"
             labels.setdefault(r.top, []).append((text, line["color"], line["alpha"]))
     label_roofs(ax, labels)
+    for name in drawn(rows, manifest):  # a CPU's caches: slopes alone, named along them
+        slopes = cache_slopes(name, manifest.devices[name], rows)
+        copy = [b for b in [copy_gbps(manifest.devices[name])] if b]
+        draw_slopes(ax, slopes, 9, copy, **line_style(colors[name], False) | {"lw": 1.4})
     handles = [device_handle(n, manifest.devices[n], colors[n]) for n in drawn(rows, manifest)]
     lab = rows[(rows.status == "measured") & (rows.series == "lab")]
     for (name, dtype, backend), group in lab.groupby(["device", "dtype", "backend"], sort=False):
@@ -232,6 +294,10 @@ def draw(rows: pd.DataFrame, manifest: Manifest | ManifestJson) -> Figure:
             [], [], color="black", ls=":", lw=2, label="measured ceilings (FMA, best shape, copy)"
         ),
     ]
+    if any(cache_slopes(n, manifest.devices[n], rows) for n in drawn(rows, manifest)):
+        handles.append(
+            Line2D([], [], color="black", ls=":", lw=1.4, label="a CPU's read bandwidth per cache")
+        )
     ax.set(**AXES, title="Dense matmul roofline, every device")
     ax.legend(handles=handles, fontsize=11, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
@@ -306,6 +372,9 @@ def draw_sweeps(rows: pd.DataFrame, manifest: Manifest | ManifestJson) -> Figure
                 )
         ax.set(**AXES, title=f"{name}: measured ceilings ({copy_bw:.0f} GB/s copy)")
         ax.legend(fontsize=8, loc="lower right")
+        # A CPU's caches, after the legend (named along them), in grey: colour is the dtype's here.
+        slopes = cache_slopes(name, manifest.devices[name], rows)
+        draw_slopes(ax, slopes, 7, [copy_bw] if copy_bw else [], color="dimgrey", lw=1.2)
     fig.tight_layout()
     return fig
 

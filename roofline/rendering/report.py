@@ -12,16 +12,22 @@ from roofline.core.arithmetic import matmul_bytes
 from roofline.core.dtypes import DTYPES, LAB_DTYPE
 from roofline.core.schema import THREADS_KNOB
 from roofline.device.backends import label
+from roofline.device.peakflops import binary_size
+from roofline.interpretation import kernel_names
 from roofline.interpretation.ceilings import (
+    SUSTAINED,
     Step,
     StepId,
     Threading,
     breakdown,
+    clock_cause,
     headline,
     lab_headline,
     measured_ceilings,
     per_call_overheads,
     predictions,
+    ran_tile,
+    text_of,
     why,
 )
 from roofline.interpretation.interpret import (
@@ -151,11 +157,23 @@ def same_point(rows: pd.DataFrame, head: Any) -> pd.DataFrame:
     return measured[(measured.m == head.m) & (measured.n == head.n) & (measured.k == head.k)]
 
 
+def kernel_sentence(head: Any) -> str:
+    """The kernel that ran for the headline, as its library named it, and what its name says
+    (roofline.interpretation.kernel_names); "" where none was recorded."""
+    name = text_of(getattr(head, "kernel", ""))
+    if not name:
+        return ""
+    info = kernel_names.parse(name)
+    said = info.summary() if info.library is None else ""  # a CPU's line says it itself
+    return f"The kernel that ran: {name}" + (f" ({said})." if said else ".")
+
+
 def backend_sentences(head: Any, entry: DeviceEntry, rows: pd.DataFrame) -> list[str]:
-    """The other libraries on the same kernel: which BLAS is fastest is this machine's fact."""
+    """The kernel that ran, and the other libraries on the same kernel: which BLAS is fastest
+    is this machine's fact."""
     same = same_point(rows, head)
     others = same[(same.dtype == head.dtype) & (same.backend != head.backend)]
-    out = [
+    out = [kernel_sentence(head)] + [
         f"Through {library(entry, r.backend, r.dtype)} the same kernel ran at "
         f"{r.achieved_tflops:.4g} TFLOP/s: the fastest is {times(head.achieved_tflops / r.achieved_tflops)} it."
         for r in others.itertuples()
@@ -233,6 +251,23 @@ def fma_sentences(head: Any, entry: DeviceEntry) -> list[str]:
     return [text + "."]
 
 
+def cache_sentences(entry: DeviceEntry) -> list[str]:
+    """A CPU's read bandwidth from each cache level and DRAM, with each core's working set."""
+    caches = run_of(entry).caches
+    if not caches:
+        return []
+    said = [
+        f"{c.level} {c.gbps:.4g} GB/s ({binary_size(c.working_set_bytes or 0)})"
+        if c.gbps is not None
+        else f"{c.level} {c.reason}"
+        for c in caches
+    ]
+    return [
+        "Read bandwidth, every core at once, each over a working set of its own (its size per "
+        f"core): {'; '.join(said)}."
+    ]
+
+
 def noisy(head: Any) -> str:
     """What says a row's timed window was noisy (roofline.interpretation.noise), or ""."""
     return head.noisy if isinstance(head.noisy, str) else ""  # an empty cell reads as NaN
@@ -296,10 +331,15 @@ def forced_sentences(entry: DeviceEntry) -> list[str]:
 
 
 def gap_paragraph(
-    name: str, entry: DeviceEntry, rows: pd.DataFrame, knobs: pd.DataFrame | None = None
+    name: str,
+    entry: DeviceEntry,
+    rows: pd.DataFrame,
+    knobs: pd.DataFrame | None = None,
+    sustained: pd.DataFrame | None = None,
 ) -> str:
     """What the device's lab kernel reached and why, each sentence from a measured number; with
-    knobs measured, the largest one it leaves unturned."""
+    knobs measured, the largest one it leaves unturned; with its `sustained` rows, the headline
+    over the long window beside its burst."""
     head = headline(rows, entry.kind)
     if head is None:
         return f"No kernel of {name} was measured: every row is skipped or failed (see the table)."
@@ -311,7 +351,9 @@ def gap_paragraph(
         *backend_sentences(head, entry, rows),
         *dtype_sentences(head, rows, knobs is not None and (knobs.status == "measured").any()),
         *fma_sentences(head, entry),
+        *cache_sentences(entry),
         *telemetry_sentences(head, entry),
+        sustained_sentence(entry, rows, sustained),
         datasheet_sentence(entry),
         *[f"Lab check: {c}." for c in run_of(entry).lab_checks],
         *forced_sentences(entry),
@@ -512,7 +554,7 @@ def device_section(
         f"measured {run.measured_at} at {run.git_revision or 'no git revision'})"
     )
     knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
-    out = [title, "", gap_paragraph(name, entry, lab, knobs)]
+    out = [title, "", gap_paragraph(name, entry, lab, knobs, rows[rows.series == SUSTAINED])]
     head = headline(lab, entry.kind)
     if head is None:
         return out
@@ -665,8 +707,8 @@ LEFT = {
 
 
 # The steps whose loss is a measured cause (the Definition of Done's "concrete"): tile and wave
-# quantisation is not while its tile is assumed, and what the breakdown leaves ("the kernel
-# itself") names none.
+# quantisation is one only where its tile is the kernel's that ran (`measured_causes`), not
+# while it is assumed; what the breakdown leaves ("the kernel itself") names none.
 MEASURED_CAUSES = {StepId.CLOCK, StepId.FMA, StepId.THREADS, StepId.CEILING}
 # What the breakdown would measure next where every step has a number, by device kind.
 BEYOND = {
@@ -675,6 +717,17 @@ BEYOND = {
     "cuda": "the kernel that ran (its tile, from torch's profiler), which the quantisation step "
     "assumes",
 }
+# ...and on a GPU whose quantisation step has the tile of the kernel that ran.
+BEYOND_RAN = (
+    "the kernel that ran against its SMs' tensor-core peak (its pipeline and occupancy, from a "
+    "profile of the kernel), which the breakdown does not split yet"
+)
+
+
+def measured_causes(head: Any) -> set[StepId]:
+    """The steps whose loss is a measured cause for this headline: quantisation too where its
+    tile came from the kernel that ran."""
+    return MEASURED_CAUSES | ({StepId.QUANTISATION} if ran_tile(head) else set())
 
 
 def cause_sentence(
@@ -693,7 +746,7 @@ def cause_sentence(
         return "", False
     below, above = found
     share = below.tflops / above.tflops
-    if below.id in MEASURED_CAUSES:
+    if below.id in measured_causes(head):
         note = below.note.split(":")[0] if below.id is StepId.FMA else below.note
         return (
             f"Its largest measured loss is {LOSS[below.id]} ({note}): {share:.0%} of the "
@@ -704,6 +757,8 @@ def cause_sentence(
     nxt = (
         f"{unmeasured[0].label}: {unmeasured[0].note.removeprefix('not measured: ')}"
         if unmeasured
+        else BEYOND_RAN
+        if entry.kind == "cuda" and ran_tile(head)
         else BEYOND.get(entry.kind, "the kernel that ran")
     )
     if below.id is StepId.ACHIEVED:
@@ -740,6 +795,64 @@ def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:
     )
 
 
+# A published figure's window (roofline.interpretation.lab_schema.WINDOWS) in a reader's words.
+WINDOW_WORDS = {
+    "burst": "a burst",
+    "sustained": "sustained",
+    "": "its window not stated",
+}
+
+
+def sustained_sentence(
+    entry: DeviceEntry, rows: pd.DataFrame, sustained: pd.DataFrame | None = None
+) -> str:
+    """The headline point timed again in one long window (the series "sustained", by default
+    the device's `rows` of it) beside its burst, the lab row of the same point: both figures and
+    the change, the SM clock and what held it over the long window; and a figure published for
+    a sustained window beside ours. "" where no sustained window was measured or asked for."""
+    sustained = rows[rows.series == SUSTAINED] if sustained is None else sustained
+    if sustained.empty:
+        return ""
+    s = SimpleNamespace(**sustained.iloc[0].to_dict())
+    if s.status != "measured":
+        return f"The sustained window was {s.status}: {s.reason}."
+    seconds = s.window_s if pd.notna(s.window_s) else s.median_s * s.repeats
+    text = (
+        f"Sustained over {seconds:.0f} s, {s.dtype} {s.m}×{s.n}×{s.k} ({s.backend}) ran at "
+        f"{s.achieved_tflops:.4g} TFLOP/s"
+    )
+    measured = rows[(rows.status == "measured") & (rows.series == "lab")]
+    same = measured[
+        (measured.dtype == s.dtype)
+        & (measured.backend == s.backend)
+        & (measured.m == s.m)
+        & (measured.n == s.n)
+        & (measured.k == s.k)
+    ]
+    burst = SimpleNamespace(**same.iloc[0].to_dict()) if not same.empty else None
+    if burst is not None:
+        change = s.achieved_tflops / burst.achieved_tflops - 1
+        window = f"{burst.window_s:.2g} s " if pd.notna(burst.window_s) else ""
+        text += (
+            f", {abs(change):.1%} {'below' if change < 0 else 'above'} the {window}burst's "
+            f"{burst.achieved_tflops:.4g}"
+        )
+    if pd.notna(s.sm_clock_mhz):
+        text += f"; SM clock {s.sm_clock_mhz:.0f} MHz"
+        if burst is not None and pd.notna(burst.sm_clock_mhz):
+            text += f" ({burst.sm_clock_mhz:.0f} MHz in the burst)"
+        text += f"; {clock_cause(s)}"
+    if isinstance(s.flag, str) and s.flag:
+        text += f" ⚠ {s.flag}"
+    figure = published_figure(entry.datasheet.published, s)
+    if figure is not None and figure.window == "sustained":
+        text += (
+            f"; published for a sustained window on this SKU: {figure.tflops:g} TFLOP/s "
+            f"({figure.source}), which this is {s.achieved_tflops / figure.tflops:.0%} of"
+        )
+    return text + "."
+
+
 def summary_paragraph(
     name: str, entry: DeviceEntry, rows: pd.DataFrame, knobs: pd.DataFrame
 ) -> tuple[str, bool]:
@@ -766,11 +879,14 @@ def summary_paragraph(
     figure = judge(entry, head)[0]
     if figure:
         text = (
-            f"Published for this SKU: {figure.tflops:g} TFLOP/s ({figure.source}); this "
-            f"run is {head.achieved_tflops / figure.tflops:.0%} of it"
+            f"Published for this SKU: {figure.tflops:g} TFLOP/s, {WINDOW_WORDS[figure.window]} "
+            f"({figure.source}); this run's burst is {head.achieved_tflops / figure.tflops:.0%} "
+            "of it"
         )
         below = head.achieved_tflops < (1 - PUBLISHED_MARGIN) * figure.tflops
         sentences.append(text + (f": check {PUBLISHED_CAUSES}." if below else "."))
+    if sustained := sustained_sentence(entry, rows[rows.device == name]):
+        sentences.append(sustained)
     cause, attributed = cause_sentence(name, entry, rows, head, knobs)
     knob = knob_sentence(head, rows[rows.device == name], knobs)
     sentences += [

@@ -11,6 +11,11 @@ never friendlier (tests/test_conformance.py holds it to the installed torch):
   does not keep alive (a replay after they were freed fails, as it may on a GPU);
 - TunableOp is torch's own Python module over played C++ hooks: it offers "Default" and the
   cuBLASLt candidates torch 2.15 requests, and appends its results to its file;
+- torch.profiler is torch's own too, over played C++ hooks (torch.autograd's
+  _prepare_profiler, _enable_profiler, _disable_profiler, _supported_activities): with CUDA
+  activity on, each GEMM run is a CUDA kernel event named as cuBLAS names it on the played GPU
+  (its "kernels", real names from public profiles); a dtype it has no name for shows no kernel,
+  as a profiler without CUPTI's kernel activity shows none;
 - NVML (pynvml.py beside this file) answers from the machine described below.
 
 Selected from outside the process, as tests/fakes/old_driver is: put this folder first on
@@ -27,6 +32,23 @@ from pathlib import Path
 
 MIB = 1 << 20
 
+# cuBLAS's kernels for a large GEMM of each dtype, as torch's profiler names them, from public
+# profiles of real runs (the played GPU's GEMMs in that dtype run under this name):
+# - sm90 float16: NVIDIA/TensorRT-LLM issue 1541
+#   (https://github.com/NVIDIA/TensorRT-LLM/issues/1541), and triton-lang/triton pull 3668
+#   (https://github.com/triton-lang/triton/pull/3668);
+# - sm90 bfloat16: AMD-AGI/TraceLens, its kernel-name parser's test of names "extracted from
+#   trace files" ("H100 Wan-AI inference trace");
+# - sm80 bfloat16: bytedance/ByteMLPerf byte_micro_perf/README.md (an A800-SXM4-80GB, GA100
+#   like the A100, bfloat16 32768x8192x8192).
+SM90_KERNELS = {
+    "float16": "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
+    "execute_segment_k_off_kernel__5x_cublas",
+    "bfloat16": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize256x128x64_warpgroupsize2x1x1_"
+    "execute_segment_k_off_kernel__5x_cublas",
+}
+SM80_KERNELS = {"bfloat16": "ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_64x3_nn"}
+
 H100_SXM = {
     "name": "NVIDIA H100 80GB HBM3",
     "capability": [9, 0],
@@ -42,6 +64,7 @@ H100_SXM = {
     "power_w": 690.0,
     "temp_c": 61,
     "reasons": 0x4,  # sw_power_cap
+    "kernels": SM90_KERNELS,
 }
 H100_PCIE = dict(
     H100_SXM,
@@ -72,10 +95,12 @@ A100_MIG = {
     "power_w": 250.0,
     "temp_c": 55,
     "reasons": 0,
+    "kernels": SM80_KERNELS,
 }
 
 # Machines to play: a list of physical GPUs (NVML's order) and how the host's NVML behaves.
-# TunableOp's played search picks "tunable_winner" (default "Default": cuBLAS's own call won).
+# TunableOp's played search picks "tunable_winner" (default "Default": cuBLAS's own call won);
+# "cupti": false plays a host whose torch profiler cannot trace CUDA kernels.
 MACHINES = {
     # An H100 SXM pod with a recent driver: every NVML field answers.
     "h100": {"driver": "580.65.06", "gpus": [H100_SXM]},
@@ -161,6 +186,7 @@ class State:
             "algo_count": 8,  # torch 2.15's default (PYTORCH_TUNABLEOP_CUBLASLT_...)
             "results": {},  # (op, params) -> (solution, ms), as get_results() lists them
         }
+        self.profiling: dict | None = None  # a profiler's window: its activities, start, events
         self.mode = None
 
     def visible(self) -> list[int]:
@@ -295,6 +321,224 @@ def _tune(func: object, args: tuple) -> None:
             results.write(f"{key[0]},{key[1]},{winner},0.01\n")
 
 
+# ---- torch's profiler, over played C++ hooks ---------------------------------------------------
+
+
+def _kernel_name(func: object, args: tuple) -> str | None:
+    """What cuBLAS names the kernel of a GEMM on the played GPU (None: no name played)."""
+    import torch
+
+    op = _op(func)
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if op.startswith("_scaled_mm"):
+        dtype = "float8_e4m3fn"
+    elif tensors and tensors[-1].dtype == torch.float32:  # TF32 where torch allows it
+        dtype = "float32" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+    else:
+        dtype = str(tensors[-1].dtype).removeprefix("torch.") if tensors else ""
+    return gpu(state.visible()[state.current]).get("kernels", {}).get(dtype)
+
+
+def _profile(func: object, args: tuple, started: int) -> None:
+    """A GEMM run while a profiler records CUDA activity: a CUDA kernel event, as CUPTI gives
+    one, with the played GPU's name for it; others leave none."""
+    window = state.profiling
+    if window is None:
+        return
+    from torch.profiler import ProfilerActivity
+
+    if ProfilerActivity.CUDA not in window["activities"]:
+        return
+    name = _kernel_name(func, args) if _op(func) in GEMMS else None
+    if name is not None:
+        window["events"].append(
+            KinetoEvent(name, started, time.perf_counter_ns(), len(window["events"]) + 1)
+        )
+
+
+class KinetoEvent:
+    """One CUDA kernel as torch._C._autograd._KinetoEvent gives it to torch's profiler: every
+    method it has (tests/test_standin_torch.py holds the two to the same names)."""
+
+    def __init__(self, name: str, start_ns: int, end_ns: int, correlation: int) -> None:
+        self._name, self._start, self._end, self._correlation = name, start_ns, end_ns, correlation
+
+    def name(self):
+        return self._name
+
+    def start_ns(self):
+        return self._start
+
+    def end_ns(self):
+        return self._end
+
+    def duration_ns(self):
+        return self._end - self._start
+
+    def device_type(self):
+        from torch.autograd import DeviceType
+
+        return DeviceType.CUDA
+
+    def device_index(self):
+        return state.current
+
+    def device_resource_id(self):
+        return 7  # the stream
+
+    def correlation_id(self):
+        return self._correlation
+
+    def linked_correlation_id(self):
+        return self._correlation  # the launch that queued it (not profiled: no CPU activity)
+
+    def external_id(self):
+        return self._correlation
+
+    def activity_type(self):
+        return "kernel"
+
+    def is_async(self):
+        return False
+
+    def is_hidden_event(self):
+        return False
+
+    def start_thread_id(self):
+        return 0
+
+    def end_thread_id(self):
+        return 0
+
+    def fwd_thread_id(self):
+        return 0
+
+    def overload_name(self):
+        return ""
+
+    def shapes(self):
+        return []
+
+    def dtypes(self):
+        return []
+
+    def concrete_inputs(self):
+        return []
+
+    def kwinputs(self):
+        return {}
+
+    def stack(self):
+        return []
+
+    def scope(self):
+        return 0
+
+    def sequence_nr(self):
+        return -1
+
+    def flops(self):
+        return 0
+
+    def nbytes(self):
+        return 0
+
+    def is_user_annotation(self):
+        return False
+
+    def is_python_function(self):
+        return False
+
+    def extra_meta(self):
+        return {}
+
+    def typed_metadata(self):
+        return {}
+
+    def metadata_json(self):
+        return ""
+
+    def flow_id(self):
+        return 0
+
+    def flow_type(self):
+        return 0
+
+    def flow_start(self):
+        return False
+
+    def structured_input_shapes(self):
+        return []
+
+    def structured_input_strides(self):
+        return []
+
+    def python_id(self):
+        return -1
+
+    def python_parent_id(self):
+        return -1
+
+    def python_module_id(self):
+        return -1
+
+    def cuda_elapsed_us(self):
+        return 0  # a CPU event's legacy CUDA time: a kernel event has none
+
+    def privateuse1_elapsed_us(self):
+        return 0
+
+
+class ProfilerResult:
+    """What torch._C._autograd._disable_profiler returns, as torch's profiler reads it."""
+
+    def __init__(self, events: list, trace_start_ns: int) -> None:
+        self._events, self._start = events, trace_start_ns
+
+    def events(self):
+        return list(self._events)
+
+    def trace_start_ns(self):
+        return self._start
+
+
+def _profiler_hooks() -> dict:
+    """torch.autograd's profiler hooks (C++ in torch), played: torch.autograd.profiler's own
+    Python calls them by these names."""
+
+    def _supported_activities():
+        from torch.profiler import ProfilerActivity
+
+        if state.machine.get("cupti") is False:  # a host whose torch finds no CUPTI
+            return {ProfilerActivity.CPU}
+        return {ProfilerActivity.CPU, ProfilerActivity.CUDA}  # CUPTI, as on a GPU host
+
+    def _prepare_profiler(config, activities, activity_filter={}, profiler_extensions={}):  # noqa: B006
+        pass  # torch's own signature and defaults; nothing to prepare on a played GPU
+
+    def _enable_profiler(config, activities, scopes=set()):  # noqa: B006
+        if state.profiling is not None:
+            raise RuntimeError("played: a profiler is already recording in this process")
+        state.profiling = {
+            "activities": set(activities),
+            "start": time.perf_counter_ns(),
+            "events": [],
+        }
+
+    def _disable_profiler():
+        window, state.profiling = state.profiling, None
+        if window is None:
+            raise RuntimeError("played: no profiler is recording in this process")
+        return ProfilerResult(window["events"], window["start"])
+
+    return {
+        "_supported_activities": _supported_activities,
+        "_prepare_profiler": _prepare_profiler,
+        "_enable_profiler": _enable_profiler,
+        "_disable_profiler": _disable_profiler,
+    }
+
+
 def _device_mode():
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -303,7 +547,9 @@ def _device_mode():
             kwargs = kwargs or {}
             _before(func, args, kwargs)
             _tune(func, args)
+            started = time.perf_counter_ns()
             out = func(*args, **kwargs)
+            _profile(func, args, started)
             outputs = _tensors(out)
             _allocate(outputs)
             if state.capture is not None:
@@ -608,6 +854,11 @@ def play_torch(torch, setattr_=setattr) -> None:
         setattr_(torch.cuda, attribute, value)
     for attribute, value in _tunable_hooks().items():
         setattr_(torch._C, attribute, value)
+    import torch.autograd.profiler  # imported by torch itself; named here for what is set
+
+    for attribute, value in _profiler_hooks().items():  # where torch's profiler looks them up
+        setattr_(torch.autograd.profiler, attribute, value)
+        setattr_(torch.autograd, attribute, value)
     said = state.machine.get("float8_raises")
     if said:  # a library that refuses float8 here (cuBLASLt, a scaled-matmul API that differs)
 
