@@ -193,12 +193,14 @@ def test_a_cpu_benchmark_records_its_cache_ceilings_and_logs_them(monkeypatch):
 
     asked = []
 
-    def played(cores, isa):
+    def played(cores, isa, seconds):
         asked.append((cores, isa))
         return CACHES
 
     monkeypatch.setattr(benchmark, "measure_cache_bandwidth", played)
-    monkeypatch.setattr(benchmark, "measure_fma", lambda cores, isa: {"gflops": 1.0, "vector": ""})
+    monkeypatch.setattr(
+        benchmark, "measure_fma", lambda cores, isa, seconds: {"gflops": 1.0, "vector": ""}
+    )
     monkeypatch.setattr(benchmark, "cpu_clock", lambda cores: {"ghz": None, "source": "played"})
     bench = bench_settings(config({}, repeats=1, warmup=0, copy_mib=1, min_seconds=0.0))
     cpu = device(kind="cpu", sku="laptop", clock_ghz=3.0, dtypes=["float32"], shapes=[[8, 8, 8]])
@@ -314,3 +316,17 @@ def test_the_appendix_lists_each_level_with_its_working_set(tmp_path):
     assert "Read bandwidth, every core" in appendix(rows, written)
     rows, written = aggregated(tmp_path)
     assert "Read bandwidth" not in appendix(rows, written)
+
+
+def test_the_compiled_kernels_windows_follow_the_bench_window():
+    from roofline.device.timing import BenchSettings
+    from roofline.measuring.benchmark import CACHE_WINDOW_S, FMA_WINDOW_S, compiled_window_s
+
+    lab = BenchSettings()  # the lab's 2 s timed window: the kernels' own windows in full
+    assert (compiled_window_s(lab, FMA_WINDOW_S), compiled_window_s(lab, CACHE_WINDOW_S)) == (
+        0.3,
+        0.1,
+    )
+    assert compiled_window_s(BenchSettings(min_seconds=0.2), FMA_WINDOW_S) == pytest.approx(0.03)
+    assert compiled_window_s(BenchSettings(min_seconds=0.0), CACHE_WINDOW_S) == 0.01  # a floor
+    assert compiled_window_s(BenchSettings(min_seconds=60.0), FMA_WINDOW_S) == 0.3  # a ceiling

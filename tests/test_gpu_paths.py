@@ -269,7 +269,7 @@ def test_the_sustained_window_times_the_headline_again_with_its_telemetry(played
     from roofline.measuring.benchmark import measure_device
     from tests.conftest import FINGERPRINT
 
-    played("h100")
+    played("small_l2")  # an H100 whose 1 MiB L2 a tiny shape rotates past in a few sets
     monkeypatch.setattr(measure, "SUSTAINED_SAMPLES", 4)  # so a sample holds several calls
     dev, bench = played_device(sustained_seconds=0.05)
     said = []

@@ -345,6 +345,12 @@ def test_a_cpus_threading_step_scales_by_the_knobs_measured_efficiency():
     assert steps[2].tflops == pytest.approx(0.49 * 0.8)
     assert "measured 1.6x at 2048x2048x2048: 80.0% of perfect scaling" in steps[2].note
     assert report.largest_loss(steps)[0].id is ceilings.StepId.THREADS  # 80% against 97%
+    # With one thread's rate, the kernel on one core against one core's FMA ceiling (0.245).
+    threading = ceilings.Threading(1.6, 2, (2048, 2048, 2048), one_thread_tflops=0.196)
+    steps = ceilings.breakdown(head, ceiling, "cpu", None, fma, None, threading)
+    assert steps[3].id is ceilings.StepId.ONE_CORE
+    assert steps[3].tflops == pytest.approx(0.49 * 0.8 * 0.8)
+    assert "80.0% of one core's FMA ceiling (0.245)" in steps[3].note
     # A gain past the thread count is the cache's, never more than perfect scaling.
     assert ceilings.Threading(2.3, 2, (64, 64, 64)).efficiency == 1.0
     unmeasured = ceilings.breakdown(head, ceiling, "cpu", None, fma, None, None)[2]

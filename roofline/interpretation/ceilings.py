@@ -210,6 +210,7 @@ class StepId(enum.Enum):
     CLOCK = "clock"  # a GPU's SM clock under load
     FMA = "fma"  # a CPU's measured FMA ceiling
     THREADS = "threads"  # a CPU's threading, as the threads knob measured it
+    ONE_CORE = "one_core"  # a CPU's kernel on one thread against one core's FMA ceiling
     CEILING = "ceiling"  # the best shape measured
     QUANTISATION = "quantisation"  # a GPU's tiles and waves
     ACHIEVED = "achieved"
@@ -221,6 +222,7 @@ STEP_LABELS = {
     StepId.CLOCK: "at the SM clock under load",
     StepId.FMA: "measured FMA ceiling",
     StepId.THREADS: "threading across the cores",
+    StepId.ONE_CORE: "the kernel on one core",
     StepId.CEILING: "measured compute ceiling",
     StepId.QUANTISATION: "tile and wave quantisation",
     StepId.ACHIEVED: "achieved",
@@ -336,6 +338,7 @@ class Threading:
     gain: float  # every core's rate over one thread's
     threads: int  # every core: the threads the run used
     shape: tuple[int, int, int]  # M, N, K
+    one_thread_tflops: float | None = None  # the baseline side's rate
 
     @property
     def efficiency(self) -> float:
@@ -362,6 +365,26 @@ def threads_step(threading: Threading | None, steps: list[Step]) -> Step:
         f"{threading.efficiency:.1%} of perfect scaling"
     )
     return step(StepId.THREADS, ref.tflops * threading.efficiency, note)
+
+
+def one_core_step(threading: Threading | None, fma: Fma | None, steps: list[Step]) -> Step:
+    """A CPU's kernel on one thread against one core's share of the measured FMA ceiling:
+    the loss inside the kernel itself (its blocking, packing and loads), threading apart."""
+    if threading is None or threading.one_thread_tflops is None:
+        return step(StepId.ONE_CORE, None, "not measured: the threads knob measures it")
+    if not fma or fma.gflops is None:
+        return step(StepId.ONE_CORE, None, "no FMA ceiling to hold one core's kernel to")
+    ref = above(steps)
+    if ref is None:
+        return step(StepId.ONE_CORE, None, "no step above to scale")
+    per_core = fma.gflops / 1e3 / threading.threads
+    efficiency = min(1.0, threading.one_thread_tflops / per_core)
+    shape = "x".join(map(str, threading.shape))
+    note = (
+        f"one thread reached {threading.one_thread_tflops:.4g} TFLOP/s at {shape}, "
+        f"{efficiency:.1%} of one core's FMA ceiling ({per_core:.4g})"
+    )
+    return step(StepId.ONE_CORE, ref.tflops * efficiency, note)
 
 
 def is_itself(head: Any, ceiling: Ceiling) -> bool:
@@ -430,6 +453,7 @@ def breakdown(
     steps.append(clock_step(head, kind, fma, steps, peak_clock_mhz))
     if kind == "cpu":
         steps.append(threads_step(threading, steps))
+        steps.append(one_core_step(threading, fma, steps))
     steps.append(ceiling_step(head, ceiling, steps))
     if kind != "cpu":  # a GPU's tiles and waves; a CPU's blocking is not modelled
         steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))

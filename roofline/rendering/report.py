@@ -410,7 +410,8 @@ def threading(entry: DeviceEntry, knobs: pd.DataFrame | None) -> Threading | Non
     if measured.empty:
         return None
     knob = measured.iloc[0]
-    return Threading(float(knob.gain), run.threads, (int(knob.m), int(knob.n), int(knob.k)))
+    shape = (int(knob.m), int(knob.n), int(knob.k))
+    return Threading(float(knob.gain), run.threads, shape, float(knob.baseline_tflops))
 
 
 def device_breakdown(
@@ -693,6 +694,7 @@ LOSS = {
     StepId.CLOCK: "the SM clock under load",
     StepId.FMA: "the cores' own FMA throughput",
     StepId.THREADS: "threading across the cores",
+    StepId.ONE_CORE: "the kernel on one core",
     StepId.CEILING: "the shape",
     StepId.QUANTISATION: "tile and wave quantisation",
 }
@@ -701,6 +703,7 @@ LEFT = {
     StepId.CLOCK: "the SM clock under load leaves",
     StepId.FMA: "the cores' FMA throughput allows",
     StepId.THREADS: "threading across the cores leaves",
+    StepId.ONE_CORE: "the kernel on one core reaches",
     StepId.CEILING: "the best shape measured reaches",
     StepId.QUANTISATION: "that tile and wave quantisation leave",
 }
@@ -712,8 +715,9 @@ LEFT = {
 MEASURED_CAUSES = {StepId.CLOCK, StepId.FMA, StepId.THREADS, StepId.CEILING}
 # What the breakdown would measure next where every step has a number, by device kind.
 BEYOND = {
-    "cpu": "the kernel on one core against a core's FMA ceiling (its blocking, packing and "
-    "loads), which the breakdown does not split yet",
+    "cpu": "what inside the kernel on one core costs it (its blocking, packing and loads: "
+    "for instance the same product with its operands already packed), which the breakdown "
+    "does not split yet",
     "cuda": "the kernel that ran (its tile, from torch's profiler), which the quantisation step "
     "assumes",
 }
