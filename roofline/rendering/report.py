@@ -3,6 +3,7 @@ per device built from its numbers; REPORT-appendix.md: everything else."""
 
 import itertools
 import math
+import re
 from types import SimpleNamespace
 from typing import Any
 
@@ -758,8 +759,9 @@ def cause_sentence(
             True,
         )
     unmeasured = [s for s in steps if s.tflops is None and s.id is not StepId.PEAK]
+    command = re.search(r"`[^`]+`", unmeasured[0].note) if unmeasured else None
     nxt = (
-        f"{unmeasured[0].label}: {unmeasured[0].note.removeprefix('not measured: ')}"
+        unmeasured[0].label + (f" ({command.group()})" if command else "")
         if unmeasured
         else BEYOND_RAN
         if entry.kind == "cuda" and ran_tile(head)
@@ -772,7 +774,7 @@ def cause_sentence(
         )
     else:
         said = f"Its largest loss is {LOSS[below.id]} ({below.note}): {share:.0%} of the step above"
-    return f"{said}; no measured cause yet; to measure next, {nxt}.", False
+    return f"{said}; no measured cause yet; measure next: {nxt}.", False
 
 
 def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:

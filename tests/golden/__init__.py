@@ -6,20 +6,23 @@ to the rendering you mean, and review the diff of the page:
 
     uv run python -m tests.golden
 
-The records are fixtures, not results: `cpu.json` is a CPU record one `uv run dvc repro` wrote
-on this project's CI machine (2 cores of an AMD EPYC, 2026-12-01); the GPUs' are played below,
-at rates near what their datasheets and published figures lead one to expect, so that every
-part of the page has something to show. mps stays pending."""
+The records are fixtures, not results: `cpu.json` is the CPU record one `uv run dvc exp run -S
+knobs=lab` wrote on this project's CI machine (2 vCPUs of an Intel Xeon with AMX, 2026-12-01),
+`cpu-knobs.json` that run's knobs record with its threads knob's row only; the GPUs' are
+played below, at rates near what their datasheets and published figures lead one to expect,
+with the kernel names the CUDA stand-in plays (cited there), so that every part of the page
+has something to show. mps stays pending."""
 
 import dataclasses
 import json
 from pathlib import Path
 
-from roofline.core.schema import measurement, measurement_from_dict
+from roofline.core.schema import knob_from_dict, measurement, measurement_from_dict
 from roofline.interpretation.aggregate import aggregate
 from roofline.interpretation.lab_schema import load_lab_params
 from roofline.machines.records import knobs_record, pending_record, sweep_record
 from roofline.rendering.report import appendix, render
+from tests.fakes.cuda.played_cuda import SM80_KERNELS, SM90_KERNELS
 
 HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
@@ -104,8 +107,10 @@ def gpu_record(name: str) -> dict:
         "power_limit_w": limit,
         "max_sm_clock_mhz": max_mhz,
     }
-    rows = []
-    for dtype, tflops in rates.items():
+    # h100's kernels are named; a100's float16 and h200's are not (the step says "assumed").
+    kernels = {"h100": SM90_KERNELS, "a100": SM80_KERNELS}.get(name, {})
+
+    def row(dtype: str, tflops: float, mhz: float, share: float | None, series: str) -> dict:
         seconds = 2 * N**3 / (tflops * 1e12)
         samples = [seconds * f for f in (0.99, 1.0, 1.0, 1.01, 1.02)]
         telemetry = {
@@ -116,20 +121,33 @@ def gpu_record(name: str) -> dict:
             "power_source": "energy counter",
             "temperature_max_c": 64,
             "throttle_reasons": [limits] if limits else [],
+            "power_limit_w": limit,
         }
-        rows.append(
-            dataclasses.asdict(
-                measurement(
-                    name,
-                    dtype,
-                    [N, N, N],
-                    samples,
-                    1e-3,
-                    telemetry,
-                    timing="cuda events, calls back to back",
-                )
-            )
+        if share is not None:  # the reasons' shares, where the played board records them
+            telemetry |= {
+                "clock_reason": limits or "none",
+                "clock_reason_share": share if limits else None,
+                "reason_shares": {limits: share} if limits else {},
+            }
+        point = measurement(
+            name,
+            dtype,
+            [N, N, N],
+            samples,
+            1e-3,
+            telemetry,
+            timing="cuda events, calls back to back",
+            kernel=kernels.get(dtype, ""),
         )
+        point.series = series
+        point.window_s = 60.0 if series == "sustained" else 2.0  # each window's length, as asked
+        return dataclasses.asdict(point)
+
+    # h200's record is from before the reasons' shares were recorded.
+    share = None if name == "h200" else 0.9
+    rows = [row(dtype, tflops, mhz, share, "lab") for dtype, tflops in rates.items()]
+    if name == "h100":  # a minute sustained after the burst: the power cap holds the clock lower
+        rows.append(row("float16", 0.97 * rates["float16"], 0.95 * mhz, 1.0, "sustained"))
     copied = 2 << 30
     return {
         "device": name,
@@ -176,6 +194,10 @@ def pages() -> dict[str, str]:
     records = {name: parsed(name, record) for name, record in records.items()}
     sweeps = {name: sweep_record(name, "none", "measured") for name in records}
     knobs = {name: knobs_record(name, "none", "measured") for name in records}
+    cpu_knobs = json.loads((HERE / "cpu-knobs.json").read_text(encoding="utf-8"))
+    knobs["cpu"] = cpu_knobs | {
+        "rows": [knob_from_dict(r, f"cpu knobs, row {i}") for i, r in enumerate(cpu_knobs["rows"])]
+    }
     table, knob_rows, manifest, _ = aggregate(cfg, records, sweeps, knobs)
     manifest = json.loads(json.dumps(manifest))  # as the report stage reads it
     return {
