@@ -364,3 +364,22 @@ def test_why_names_the_tile_of_the_kernel_that_ran_or_says_it_assumed_one():
         "132 SMs make 1 waves, 46% of slots useful"
     )
     assert "32 tiles of 128x256 (assumed) on 132 SMs" in why(row(), None, 1e-5, 132)
+
+
+def test_every_kind_of_device_has_a_lab_dtype_for_its_headline():
+    from roofline.configuration.params import KINDS
+    from roofline.core.dtypes import LAB_DTYPE
+    from roofline.interpretation.ceilings import headline as ceilings_headline
+
+    assert set(LAB_DTYPE) == set(KINDS)  # a measured Apple GPU has a headline too
+    rows = pd.DataFrame(
+        {
+            "status": ["measured", "measured"],
+            "dtype": ["float32", "float16"],
+            "m": [64, 64],
+            "n": [64, 64],
+            "k": [64, 64],
+            "achieved_tflops": [0.5, 2.0],
+        }
+    )
+    assert ceilings_headline(rows, "mps").dtype == "float16"
