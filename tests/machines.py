@@ -139,6 +139,7 @@ def make_project(where: Path, remote: str | None = None, **remote_options: str) 
     run(project, sys.executable, "-m", "roofline.compose")  # params.yaml and the pipeline files
 
     git(project, "init", "-q", "-b", "main")
+    shutil.copy(ROOT / ".gitignore", project / ".gitignore")  # bytecode and caches stay out
     dvc(project, "init", "-q")
     shutil.copytree(ROOT / ".dvc/plots", project / ".dvc/plots")  # the roofline's template
     dvc(project, "config", "hydra.enabled", "true")
