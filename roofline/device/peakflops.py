@@ -121,12 +121,9 @@ class Window(NamedTuple):
 
 
 def run_window(binary: Path, args: list[str], copies: int) -> Window:
-    """`copies` processes at once: each one's first printed number and its share of a CPU."""
-    runs = [
-        subprocess.Popen([binary, *args], stdout=subprocess.PIPE, text=True) for _ in range(copies)
-    ]
-    printed = [run.communicate()[0].split() for run in runs]
-    return Window([float(p[0]) for p in printed], [float(p[1]) for p in printed])
+    """`copies` processes at once, each printing one line: each one's first printed number and
+    its share of a CPU."""
+    return run_windows(binary, args, copies)[0]
 
 
 def best_window(

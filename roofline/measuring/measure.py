@@ -206,16 +206,13 @@ def measure_sustained(
     found: Found,
     log: Callable[[str], None] = print,
 ) -> Measurement | None:
-    """The headline point of `rows` (the kind's lab dtype, else the first dtype measured, at its
-    largest shape, through torch) again, in one window of the bench's sustained seconds, as the
-    series "sustained", with its telemetry over that window. None where this kind has no
-    sustained window, or the device no such point; skipped where its burst was not measured."""
+    """The headline point of `rows` (the kind's lab dtype at its largest shape, through torch)
+    again, in one window of the bench's sustained seconds, as the series "sustained", with its
+    telemetry over that window. None where this kind has no sustained window, or the device no
+    such point; skipped where its burst was not measured."""
     seconds = bench.sustained_for(target.kind.name)
-    torch_rows = [r for r in rows if r.backend == "torch" and r.series == "lab"]
-    dtype = LAB_DTYPE.get(target.kind.name)
-    if dtype is None:  # a kind without a lab dtype (mps): the first one measured
-        dtype = next((r.dtype for r in torch_rows if r.status == "measured"), None)
-    candidates = [r for r in torch_rows if r.dtype == dtype]
+    dtype = LAB_DTYPE[target.kind.name]
+    candidates = [r for r in rows if (r.backend, r.series, r.dtype) == ("torch", "lab", dtype)]
     if seconds <= 0 or not candidates:
         if seconds > 0:
             log(f"{name}: no {dtype} point through torch, so no sustained window")
