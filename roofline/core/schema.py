@@ -26,7 +26,8 @@ STATUSES = ("measured", "pending", "skipped", "failed")
 # samples (`clock_reason`, `clock_reason_share`, `clock_reason_shares`), and its power limit
 # (`power_limit_w`); a results record may hold a "sustained" row; a measured row records the
 # kernel that ran (`kernel`). Older records read as before.
-SCHEMA_VERSION = 4
+# 5: on a node with several GPUs of the device, each GPU's rows, by its torch index (`gpu`).
+SCHEMA_VERSION = 5
 
 
 class TimingMode(enum.StrEnum):
@@ -69,6 +70,9 @@ class Measurement:
     # sustained: the headline point again in one long window (BenchSettings.sustained_seconds)
     series: str = "lab"
     backend: str = "torch"  # the library it went through (roofline.device.backends)
+    # The GPU's torch index where several GPUs of the device were measured at once (each GPU
+    # its rows); None where one device was (a CPU, a single GPU, a record before schema 5).
+    gpu: int | None = None
     reason: str = ""
     check_error: float | None = None  # max relative error against float64, before timing
     samples_s: list[float] = field(default_factory=list)  # every timed call

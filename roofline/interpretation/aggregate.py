@@ -135,7 +135,8 @@ def device_rows(dev: JudgedDevice, record: Record, sweep: Record | None) -> list
 def results_table(rows: list[Row]) -> pd.DataFrame:
     """Rows in the schema's columns, in the order given."""
     table = pd.DataFrame([vars(r) for r in rows], columns=CSV_COLUMNS)
-    return table.astype({"m": "Int64", "n": "Int64", "k": "Int64", "repeats": "Int64"})
+    whole = ("m", "n", "k", "repeats", "gpu")
+    return table.astype(dict.fromkeys(whole, "Int64"))
 
 
 # A figure of metrics.json: TFLOP/s, MFU (None: no peak, or above it), and whether it is flagged.

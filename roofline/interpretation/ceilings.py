@@ -15,6 +15,7 @@ from roofline.device.telemetry import reason_words
 from roofline.interpretation import kernel_names
 from roofline.interpretation.interpret import assumed_clock_mhz
 from roofline.interpretation.manifest import DeviceEntry, Fma
+from roofline.interpretation.node import is_other_gpu
 
 # The output tile assumed for tile and wave quantisation on GPUs where the row's kernel name
 # gives none (a record from before kernels were recorded, a profiler that saw none): 128 x 256
@@ -56,10 +57,16 @@ def lab_headline(rows: pd.DataFrame, name: str, entry: DeviceEntry) -> SimpleNam
 SUSTAINED = "sustained"
 
 
+def ceiling_series(series: pd.Series) -> pd.Series:
+    """The series whose points define and check the ceilings: the device's figures, but the
+    sustained window's (the same point as the burst)."""
+    return (series != SUSTAINED) & ~is_other_gpu(series)
+
+
 def ceiling_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The best measured point per (device, dtype), over every series but the sustained window:
-    its TFLOP/s is that dtype's measured compute ceiling."""
-    measured = rows[(rows.status == "measured") & (rows.series != SUSTAINED)]
+    """The best measured point per (device, dtype), over every series but the sustained window
+    (and a node's other GPUs): its TFLOP/s is that dtype's measured compute ceiling."""
+    measured = rows[(rows.status == "measured") & ceiling_series(rows.series)]
     return measured.loc[measured.groupby(["device", "dtype"]).achieved_tflops.idxmax()]
 
 
@@ -102,7 +109,7 @@ def predictions(rows: pd.DataFrame, bandwidths: dict[str, float]) -> pd.DataFram
     construction, so it checks nothing."""
     ceilings, best = measured_ceilings(rows), ceiling_rows(rows).index
     out = []
-    checked = (rows.status == "measured") & (rows.series != SUSTAINED)
+    checked = (rows.status == "measured") & ceiling_series(rows.series)
     for r in rows[checked & rows.device.isin(bandwidths)].itertuples():
         flops, nbytes = matmul_flops(r.m, r.n, r.k), matmul_bytes(r.m, r.n, r.k, r.dtype)
         ceiling, bandwidth = ceilings[(r.device, r.dtype)].tflops, bandwidths[r.device]

@@ -14,6 +14,7 @@ from roofline.core.arithmetic import cpu_flop_per_cycle
 from roofline.core.dtypes import DTYPES
 from roofline.core.schema import Measurement
 from roofline.interpretation.manifest import DeviceEntry, PublishedFigure
+from roofline.interpretation.node import median_gpus
 from roofline.interpretation.roofs import cpu_peak_tflops, implied_clock_ghz
 from roofline.interpretation.rows import Row, row
 from roofline.machines.identity import kind
@@ -161,7 +162,7 @@ def interpret(points: list[Measurement], dev: JudgedDevice, record: Mapping[str,
         else:
             out.sku = dev["sku"]
         rows.append(out)
-    return rows
+    return median_gpus(rows)  # a node's GPUs: the device's figure of a point is the median's
 
 
 def band_limits(band: list[float]) -> tuple[float, float]:

@@ -3,22 +3,25 @@ as the device's results record. Measurements only: the aggregate stage interpret
 
 from __future__ import annotations
 
+import multiprocessing
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import asdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
 from roofline.core import arithmetic as ar
 from roofline.core.errors import ConfigError, HardwareError
 from roofline.core.progress import progress, say
-from roofline.core.schema import SCHEMA_VERSION
+from roofline.core.schema import SCHEMA_VERSION, Measurement, measurement_from_dict
 from roofline.device.backends import libraries
-from roofline.device.description import CpuInfo, Found
+from roofline.device.description import CpuInfo, Found, GpuInfo
+from roofline.device.hardware import live_hardware
 from roofline.device.peakflops import (
     CacheBandwidth,
     FmaCeiling,
@@ -27,8 +30,10 @@ from roofline.device.peakflops import (
     measure_cache_bandwidth,
     measure_fma,
 )
+from roofline.machines.identity import identity
 from roofline.machines.records import Fingerprint, Record, RunInfo, points
 from roofline.measuring.measure import (
+    Target,
     describe,
     measure_memory_ceiling,
     measure_point,
@@ -104,22 +109,18 @@ def measure_device(
     fingerprint: Fingerprint,
     log: Callable[[str], None] = say,
 ) -> Record:
-    """Every point of a device, then its copy bandwidth (and a CPU's clock), as its record,
-    with the fingerprint (hardware, torch) it was measured under."""
+    """Every point of a device (on each of its GPUs here, where there are several), then its
+    copy bandwidth (and a CPU's clock), as its record, with the fingerprint (hardware, torch)
+    it was measured under."""
     kind = dev.kind.name
     begun = started()
+    check_fits(name, dev, found["memory_bytes"], bench.copy_mib * 2**20)
+    node = node_gpus(kind, found)
+    if len(node) > 1:  # before this process makes a context: no GPU is shared with it
+        rows = measure_node(name, dev, bench, node, log)
     target = target_for(kind, found, log)
-    check_fits(name, dev, target.memory_bytes, bench.copy_mib * 2**20)
-    rows = []
-    with progress(points(dev), name) as bar:
-        for dtype, shape, backend in bar:
-            bar.set_postfix_str(f"{dtype} {shape} {backend}")
-            rows.append(measure_point(name, dtype, shape, target, bench, found, backend, log=log))
-            log(describe(rows[-1]))
-    # The headline point again, in one long window (GPUs; a CPU only when asked).
-    if sustained := measure_sustained(name, rows, target, bench, found, log):
-        rows.append(sustained)
-        log(f"[sustained] {describe(sustained)}")
+    if len(node) <= 1:
+        rows = measure_points(name, dev, bench, target, found, log)
     memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
     log(f"{name} copy {bench.copy_mib} MiB: {memory['gbps']:.1f} GB/s (read + write)")
     record: Record = {
@@ -146,6 +147,87 @@ def measure_device(
         log(f"{name} read bandwidth, every core: {describe_caches(record['caches'])}")
     record["libraries"] = libraries(list(dev.backends))
     return record
+
+
+def measure_points(
+    name: str,
+    dev: DictConfig,
+    bench: BenchSettings,
+    target: Target,
+    found: Found,
+    log: Callable[[str], None] = say,
+) -> list[Measurement]:
+    """Every (dtype, shape, backend) point of the device on `target`, then the headline point
+    again in one long window (GPUs; a CPU only when asked)."""
+    rows = []
+    with progress(points(dev), name) as bar:
+        for dtype, shape, backend in bar:
+            bar.set_postfix_str(f"{dtype} {shape} {backend}")
+            rows.append(measure_point(name, dtype, shape, target, bench, found, backend, log=log))
+            log(describe(rows[-1]))
+    if sustained := measure_sustained(name, rows, target, bench, found, log):
+        rows.append(sustained)
+        log(f"[sustained] {describe(sustained)}")
+    return rows
+
+
+def node_gpus(kind: str, found: Found) -> list[GpuInfo]:
+    """Every GPU here that is the same hardware as `found` (the probe's GPU of the device), in
+    torch's order: a node's GPUs are measured together. [] for a CPU or Apple's GPU."""
+    if kind in ("cpu", "mps"):  # one device: a CPU's cores are measured together anyway
+        return []
+    gpus = live_hardware()["gpus"]
+    return [gpu for gpu in gpus if identity(kind, gpu) == identity(kind, found)]
+
+
+# How long a GPU's process may wait for the node's others to be ready to time.
+READY_TIMEOUT_S = 600.0
+_ready: Any = None  # the node's start barrier, in each GPU's process
+
+
+def _join(barrier: Any) -> None:
+    global _ready
+    _ready = barrier
+
+
+def measure_gpu(name: str, dev: DictConfig, bench: BenchSettings, gpu: GpuInfo) -> list[dict]:
+    """One GPU's rows of a node, in a process of its own (the profiler and the CUDA context are
+    per process): its points once every GPU of the node is ready, each row with its index."""
+    index = gpu["index"]
+
+    def log(line: str) -> None:
+        say(f"[gpu {index}] {line}")
+
+    target = target_for(dev.kind.name, gpu, log)
+    _ready.wait(READY_TIMEOUT_S)  # every GPU times at once, as on a loaded node
+    rows = measure_points(f"{name} gpu {index}", dev, bench, target, gpu, log)
+    return [asdict(replace(row, device=name, gpu=index)) for row in rows]
+
+
+def measure_node(
+    name: str,
+    dev: DictConfig,
+    bench: BenchSettings,
+    gpus: list[GpuInfo],
+    log: Callable[[str], None] = say,
+) -> list[Measurement]:
+    """Every GPU of a node measured at once, one process each (mamf-finder's advice: a node's
+    GPUs differ, by up to about 10% sustained, and a lone GPU runs cooler than a loaded node):
+    each GPU's rows, by index. The interpretation takes the median GPU as the device's."""
+    log(
+        f"{name}: {len(gpus)} GPUs of it here, measured at once: "
+        + ", ".join(f"{gpu['index']}" for gpu in gpus)
+    )
+    spawn = multiprocessing.get_context("spawn")  # a fresh process: CUDA does not survive fork
+    barrier = spawn.Barrier(len(gpus))
+    with ProcessPoolExecutor(
+        len(gpus), mp_context=spawn, initializer=_join, initargs=(barrier,)
+    ) as pool:
+        each = [pool.submit(measure_gpu, name, dev, bench, gpu) for gpu in gpus]
+        done = [future.result() for future in each]  # a GPU's failure ends the stage
+    return [
+        measurement_from_dict(row, f"{name} gpu {i}") for i, rows in enumerate(done) for row in rows
+    ]
 
 
 # The compiled kernels' windows under the lab's timed window (bench.min_seconds, 2 s): an FMA

@@ -18,6 +18,7 @@ from matplotlib.lines import Line2D
 from roofline.core.dtypes import DTYPES, LAB_DTYPE
 from roofline.interpretation.ceilings import measured_ceilings
 from roofline.interpretation.manifest import DeviceEntry, Manifest, ManifestJson, as_manifest
+from roofline.interpretation.node import is_other_gpu
 from roofline.interpretation.roofs import ridge_point, roof_tflops
 from roofline.interpretation.rows import knob_title
 
@@ -354,7 +355,9 @@ def draw_sweeps(rows: pd.DataFrame, manifest: Manifest | ManifestJson) -> Figure
     dtype_colors = dict(zip(DTYPES, sns.color_palette("colorblind"), strict=False))
     for ax, name in zip(axes[0], measured, strict=True):
         copy_bw = copy_gbps(manifest.devices[name])
+        # The device's figures: a node's other GPUs are the report's spread, not points here.
         points = rows[(rows.device == name) & (rows.status == "measured")]
+        points = points[~is_other_gpu(points.series)]
         for dtype, group in points.groupby("dtype", sort=False):
             color = dtype_colors.get(dtype, "grey")
             ceiling = Roof(name, "measured", [dtype], ceilings[(name, dtype)].tflops, copy_bw)

@@ -44,6 +44,7 @@ from roofline.interpretation.manifest import (
     MeasuredRun,
     as_manifest,
 )
+from roofline.interpretation.node import NodeSpread, node_spread
 from roofline.interpretation.roofs import ridge_point
 from roofline.interpretation.rows import KNOB_COLUMNS, knob_title
 
@@ -809,6 +810,27 @@ WINDOW_WORDS = {
 }
 
 
+def spread_words(spread: NodeSpread) -> str:
+    (slow, slow_tflops), (fast, fast_tflops) = spread.slowest, spread.fastest
+    return (
+        f"the slowest, GPU {slow}, ran {slow_tflops:.4g} TFLOP/s, {spread.spread:.1%} below the "
+        f"fastest (GPU {fast}, {fast_tflops:.4g})"
+    )
+
+
+def node_sentence(rows: pd.DataFrame, head: SimpleNamespace) -> str:
+    """Where the node's GPUs were measured at once: which GPU the figure is, the slowest and
+    the spread (mamf-finder's advice: take the slowest GPU of a node seriously). "" where one
+    GPU was measured."""
+    spread = node_spread(rows, head)
+    if spread is None:
+        return ""
+    return (
+        f"Its {spread.gpus} GPUs were measured at once; the figure is the median GPU's (GPU "
+        f"{spread.median[0]}); {spread_words(spread)}."
+    )
+
+
 def sustained_sentence(
     entry: DeviceEntry, rows: pd.DataFrame, sustained: pd.DataFrame | None = None
 ) -> str:
@@ -850,6 +872,8 @@ def sustained_sentence(
         text += f"; {clock_cause(s)}"
     if isinstance(s.flag, str) and s.flag:
         text += f" ⚠ {s.flag}"
+    if spread := node_spread(rows, s):
+        text += f"; {spread_words(spread)}"
     figure = published_figure(entry.datasheet.published, s)
     if figure is not None and figure.window == "sustained":
         text += (
@@ -882,6 +906,8 @@ def summary_paragraph(
         f"**{name}** ({entry.sku}) ran {head.dtype} {head.m}×{head.n}×{head.k} at "
         f"**{head.achieved_tflops:.4g} TFLOP/s**{mfu}."
     ]
+    if node := node_sentence(rows[rows.device == name], head):
+        sentences.append(node)
     figure = judge(entry, head)[0]
     if figure:
         text = (

@@ -121,6 +121,22 @@ MACHINES = {
     "mig": {"driver": "580.65.06", "gpus": [A100_MIG]},
     # An H100 with a 1 MiB L2: tiny test shapes rotate over a few operand sets, not 4096.
     "small_l2": {"driver": "580.65.06", "gpus": [dict(H100_SXM, l2_bytes=1 * MIB)]},
+    # A node of four H100s measured at once, the last slower: hot, its clock held by a
+    # hardware thermal slowdown, its GEMMs taking ten times as long (played by sleeping).
+    "four_gpus": {
+        "driver": "580.65.06",
+        "gpus": [
+            *(dict(H100_SXM, uuid=f"8f0e2d6a-0000-4000-8000-00000000001{i}") for i in range(3)),
+            dict(
+                H100_SXM,
+                uuid="8f0e2d6a-0000-4000-8000-000000000013",
+                sm_mhz=1200,
+                temp_c=88,
+                reasons=0x40,  # hw_thermal_slowdown
+                speed=0.1,
+            ),
+        ],
+    },
     # A shared GPU: another process computes on it.
     "shared": {
         "driver": "580.65.06",
@@ -271,6 +287,14 @@ def _before(func: object, args: tuple, kwargs: dict) -> None:
         scales = [s[0] if isinstance(s, list | tuple) else s for s in scales]
         _check_scaled_mm(a, b, scales)
         state.fast_accum.append(bool(named.get("use_fast_accum", False)))
+
+
+def _slow_down(func: object, started: int) -> None:
+    """A GEMM on a played GPU slower than the others (its "speed", below 1) takes 1/speed of
+    its time: the rest slept, so the other GPUs' processes keep the CPU."""
+    speed = gpu(state.visible()[state.current]).get("speed", 1.0)
+    if speed < 1.0 and _op(func) in GEMMS:
+        time.sleep((time.perf_counter_ns() - started) * (1 / speed - 1) / 1e9)
 
 
 def _allocate(outputs: list) -> None:
@@ -549,6 +573,7 @@ def _device_mode():
             _tune(func, args)
             started = time.perf_counter_ns()
             out = func(*args, **kwargs)
+            _slow_down(func, started)
             _profile(func, args, started)
             outputs = _tensors(out)
             _allocate(outputs)
