@@ -1,12 +1,26 @@
-"""Measure a device on a rented pod through SkyPilot (cloud/<device>.yaml, generated from its
-conf file), after saying what it should cost, and hand the device's dvc.lock back for you to
-commit, only when the pod measured the device.
+"""Measure the lab's pending GPUs on rented pods through SkyPilot, side by side, within a budget,
+and hand each device's dvc.lock back for you to commit, only from a pod that measured it.
 
-    uv run --group cloud python -m roofline.cloud h100 [--minutes 30] [--dry-run]
+    uv run --group cloud python -m roofline.cloud [DEVICE ...] [--budget 5] [--minutes 30]
+                                                  [--clouds runpod,lambda] [--dry-run]
 
-SkyPilot picks the cheapest cloud it has credentials for (`sky check`); the pod pulls the
-recorded results, runs `dvc repro` (which measures only its GPU) and pushes to the DVC remote.
-The DVC remote's keys go to the pod as SkyPilot secrets, from AWS_ACCESS_KEY_ID and
+With no DEVICE: every GPU device with a task file (cloud/<device>.yaml, generated from its
+conf's sky_accelerators) that git's dvc.lock records no measurement of (never measured, or
+lost). Each is priced from SkyPilot's catalogue, through the functions its optimizer uses: the
+cheapest offer, spot or on-demand, on the clouds `sky check` enabled (or --clouds), of the first
+of its accelerator names any of them offers. The plan and its total are printed, and a total
+above --budget is refused before anything is launched. Where the catalogue cannot be reached,
+the plan shows conf/device's cost_per_hour instead and says so (or "unknown", which makes the
+total unknown); such a plan, like a device no cloud offers, is shown but never launched.
+
+A spot offer runs as a managed job, which SkyPilot restarts elsewhere when it is pre-empted; an
+on-demand one as a cluster taken down when its job ends, or fails. Each pod pulls the recorded
+results, runs `dvc repro` (which measures only its GPU), pushes, then leaves its device's
+dvc.lock and results.json on the DVC remote under roofline-handback/<run id>/ (`--hand-back`,
+the task's last step): a managed job leaves no cluster to fetch from. The launcher fetches
+them from there and hands the lock back only when it records a finished measurement; one pod's
+failure leaves the others'. At the end it prints what each pod cost against its estimate. The
+DVC remote's keys go to the pods as SkyPilot secrets, from AWS_ACCESS_KEY_ID and
 AWS_SECRET_ACCESS_KEY in your shell; nothing is written to disk on the way."""
 
 from __future__ import annotations
@@ -15,50 +29,264 @@ import argparse
 import hashlib
 import json
 import os
-import shlex
-import shutil
-import subprocess
-import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import yaml
 
 from roofline.configuration.config import device_config, to_plain
 from roofline.configuration.params import STAGE_PARAMS
 from roofline.core.errors import ConfigError, RooflineError, run
+from roofline.core.files import write_texts_atomic
 from roofline.core.paths import device_dir, fingerprint_path, results_path
 from roofline.interpretation.datasheets import judged
 from roofline.interpretation.lab_schema import load_lab_params
 from roofline.machines.keys import fingerprint_values
 from roofline.machines.pipeline import SECRETS, task_path
+from roofline.machines.records import lock_stage
 
-if TYPE_CHECKING:  # the several-machines rules' imports: not for the cost line and --help
+if TYPE_CHECKING:  # SkyPilot and DVC are imported where used: --help and a plan stay fast
+    from dvc.data_cloud import Remote
+
     from roofline.machines.records import LockFile
 
-# What the launcher fetches from the pod: the device's lock and the results it records.
+# The lab's ceiling for its cloud runs: "Coste total en la nube: ~$2.30 (con 1 h de margen
+# presupuestario: techo ~$5)", the lab text's cost table (Lab 00, /work/shared/seed/).
+BUDGET = 5.0
+MINUTES = 30.0  # the lab's table: about 30 minutes of pod time per GPU
+# What a pod hands back, and where on the DVC remote it leaves them (one folder per launch).
 HANDED_BACK = ("dvc.lock", "results.json")
+HANDBACK_FOLDER = "roofline-handback"
+RUN_ENV = "ROOFLINE_HANDBACK"  # the launch's run id, set on the pod's task
+LOGS = Path(".dvc/tmp/cloud")  # each pod's log (.dvc/tmp is git-ignored)
+# The SkyPilot SDK calls a launch makes, by the name the seam gives each (SkyCalls).
+SKY_CALLS = {
+    "enabled_clouds": "sky.client.sdk.enabled_clouds",
+    "launch": "sky.launch",
+    "tail_logs": "sky.tail_logs",
+    "down": "sky.down",
+    "jobs_launch": "sky.jobs.launch",
+    "jobs_tail_logs": "sky.jobs.tail_logs",
+    "jobs_queue": "sky.jobs.queue_v2",
+    "get": "sky.get",
+}
 
 
-def expected_cost(cost_per_hour: float | None, minutes: float) -> str:
-    if cost_per_hour is None:
-        return "unknown: no cost_per_hour in its conf/device datasheet; SkyPilot's table shows the price"
-    return f"about ${cost_per_hour * minutes / 60:.2f} ({minutes:g} min at ${cost_per_hour:g}/h, conf/device)"
+class SkyCalls(Protocol):
+    """The one seam: SkyPilot's SDK functions named in SKY_CALLS (real_sky()), or a test's
+    stand-in held to their signatures (tests/fakes/sky)."""
+
+    enabled_clouds: Callable[..., Any]
+    launch: Callable[..., Any]
+    tail_logs: Callable[..., Any]
+    down: Callable[..., Any]
+    jobs_launch: Callable[..., Any]
+    jobs_tail_logs: Callable[..., Any]
+    jobs_queue: Callable[..., Any]
+    get: Callable[..., Any]
+
+
+def real_sky() -> SkyCalls:
+    import importlib
+    from types import SimpleNamespace
+
+    def resolve(dotted: str) -> Callable[..., Any]:
+        module, name = dotted.rsplit(".", 1)
+        return getattr(importlib.import_module(module), name)
+
+    return SimpleNamespace(**{name: resolve(path) for name, path in SKY_CALLS.items()})  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class PlanLine:
+    """One pod of the plan: what it rents, where, at what price, for how long."""
+
+    device: str
+    accelerator: str  # SkyPilot's name for it
+    minutes: float
+    per_hour: float | None  # None: no price anywhere
+    cloud: str | None = None  # None: not an offer from SkyPilot's catalogue (not launched)
+    where: str = ""  # the offer's region / instance type, or where the price came from
+    spot: bool = False
+    resources: Any = None  # the sky.Resources a launch pins: cloud, accelerator, spot or not
+
+    @property
+    def estimate(self) -> float | None:
+        return None if self.per_hour is None else self.per_hour * self.minutes / 60
 
 
 def cluster(name: str) -> str:
     return f"roofline-{name}"
 
 
-def commands(name: str, fetched: Path) -> list[list[str]]:
-    """Launch the pod, fetch what it would hand back into `fetched`, take it down."""
-    secrets = [arg for secret in SECRETS for arg in ("--secret", secret)]
-    remote = [f"{cluster(name)}:sky_workdir/{device_dir(name)}/{file}" for file in HANDED_BACK]
-    return [
-        ["sky", "launch", "-c", cluster(name), str(task_path(name)), *secrets],
-        ["rsync", "-a", *remote, f"{fetched}/"],  # SkyPilot sets up ssh to the cluster
-        ["sky", "down", "-y", cluster(name)],
+def is_pending(name: str) -> bool:
+    """Whether git's dvc.lock records no measurement of the device: its benchmark ran under a
+    "never measured" or "lost" fingerprint (roofline.machines.records), or it has no lock yet."""
+    ran_under = lock_stage(name, "benchmark").get("params", {}).get(str(fingerprint_path(name)))
+    return (ran_under or {}).get("status") != "recorded"
+
+
+def rentable(devices: Sequence[str]) -> list[str]:
+    """The devices with a SkyPilot task file (GPU devices with sky_accelerators)."""
+    return [name for name in devices if task_path(name).exists()]
+
+
+def chosen_devices(asked: Sequence[str], devices: Sequence[str]) -> list[str]:
+    """The devices asked for (each must have a task file), or every pending rentable one."""
+    gpus = rentable(devices)
+    for name in asked:
+        if name not in gpus:
+            raise ConfigError(
+                f"no {task_path(name)}; task files exist for: {', '.join(gpus) or 'none'} (a GPU "
+                "device gets one from its sky_accelerators: `uv run python -m roofline.compose`)"
+            )
+    return list(asked) or [name for name in gpus if is_pending(name)]
+
+
+def cheapest_offer(task: Any, clouds: Sequence[Any]) -> tuple[Any, Any] | None:
+    """(the cheapest launchable offer, the task's resources it answers) for the first of the
+    task's resources (its accelerators, in the conf's order of preference) that any of these
+    clouds offers, spot or on-demand, in any region; None where none does. These are the
+    optimizer's own steps: each cloud's feasible resources, cheapest first, then their
+    regions, each priced by the catalogue."""
+    from sky.utils import resources_utils
+
+    for requested in task.resources:
+        offers = []
+        for cloud in clouds:
+            for spot in (False, True):
+                feasible = cloud.get_feasible_launchable_resources(requested.copy(use_spot=spot))
+                for cheapest in feasible.resources_list[:1]:
+                    offers += resources_utils.make_launchables_for_valid_region_zones(cheapest)
+        if offers:
+            return min(offers, key=lambda offer: offer.get_cost(3600)), requested
+    return None
+
+
+def catalogue_line(name: str, clouds: Sequence[Any], minutes: float) -> PlanLine | None:
+    import sky
+
+    task = sky.Task.from_yaml(str(task_path(name)))
+    found = cheapest_offer(task, clouds)
+    if found is None:
+        return None
+    offer, requested = found
+    (accelerator,) = offer.accelerators
+    return PlanLine(
+        device=name,
+        accelerator=accelerator,
+        minutes=minutes,
+        per_hour=offer.get_cost(3600),
+        cloud=str(offer.cloud),
+        where=f"{offer.region}/{offer.instance_type}",
+        spot=offer.use_spot,
+        # Pinned to the offer's cloud and spot or not, not its region: a pre-empted managed
+        # job may resume in another region.
+        resources=requested.copy(cloud=offer.cloud, use_spot=offer.use_spot),
+    )
+
+
+def conf_line(name: str, dev: dict[str, Any], minutes: float, why: str) -> PlanLine:
+    """The device priced as the lab's SKU, its first datasheet line (not launched)."""
+    line = judged(name, dev, None)
+    return PlanLine(
+        device=name,
+        accelerator=dev["sky_accelerators"][0],
+        minutes=minutes,
+        per_hour=line["cost_per_hour"],
+        where=f"{why}; conf/device {line['sku']}",
+    )
+
+
+def make_plan(
+    names: Sequence[str],
+    devices: dict[str, dict[str, Any]],
+    clouds: Sequence[str] | None,
+    minutes: float,
+) -> tuple[list[PlanLine], str | None]:
+    """Each device's line, and a note where the catalogue was not asked or not reached."""
+    if clouds is None:
+        note = (
+            "no enabled cloud known (no SkyPilot API server running: `uv run --group cloud sky "
+            "check`, or name some with --clouds): prices from conf/device's cost_per_hour"
+        )
+        return [conf_line(n, devices[n], minutes, "no cloud") for n in names], note
+    import requests
+    import sky
+
+    try:
+        found = [sky.CLOUD_REGISTRY.from_str(cloud) for cloud in clouds]
+        lines = []
+        for name in names:
+            offered = catalogue_line(name, found, minutes)
+            lines.append(offered or conf_line(name, devices[name], minutes, "no offer"))
+    except (requests.RequestException, OSError) as err:
+        note = (
+            f"SkyPilot's catalogue could not be reached ({type(err).__name__}): prices from "
+            "conf/device's cost_per_hour (the lab's SKU, the lab's 2025 table), not today's offers"
+        )
+        return [conf_line(n, devices[n], minutes, "offline") for n in names], note
+    return lines, None
+
+
+def total(lines: Sequence[PlanLine]) -> float | None:
+    estimates = [line.estimate for line in lines]
+    return None if None in estimates else sum(e for e in estimates if e is not None)
+
+
+def dollars(amount: float | None) -> str:
+    return "unknown" if amount is None else f"${amount:.2f}"
+
+
+def show_plan(lines: Sequence[PlanLine], budget: float) -> str:
+    rows = [("device", "accelerator", "cloud", "region/instance", "$/h", "", "min", "estimate")]
+    for line in lines:
+        rows.append(
+            (
+                line.device,
+                line.accelerator,
+                line.cloud or "-",
+                line.where,
+                "unknown" if line.per_hour is None else f"{line.per_hour:.2f}",
+                "-" if line.cloud is None else "spot" if line.spot else "on-demand",
+                f"{line.minutes:g}",
+                dollars(line.estimate),
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    text = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in rows
     ]
+    unpriced = [line.device for line in lines if line.per_hour is None]
+    why = f" ({', '.join(unpriced)}: no price anywhere)" if unpriced else ""
+    text.append(f"total: {dollars(total(lines))}{why}; budget ${budget:.2f}")
+    if any(line.spot for line in lines):
+        text.append(
+            "(spot pods run as managed jobs: SkyPilot's jobs controller, a small VM, "
+            "bills apart and is not in this total)"
+        )
+    return "\n".join(text)
+
+
+def refusal(lines: Sequence[PlanLine], budget: float) -> str | None:
+    """Why this plan must not be launched, or None."""
+    unoffered = [line.device for line in lines if line.cloud is None]
+    if unoffered:
+        return (
+            f"{', '.join(unoffered)}: no offer from SkyPilot's catalogue on the clouds asked "
+            "(above); only an offer is launched (`sky check` enables clouds; name the devices "
+            "to rent the others)"
+        )
+    spent = total(lines)
+    if spent is not None and spent > budget:
+        return f"the plan's total {dollars(spent)} is above the budget ${budget:.2f} (--budget)"
+    return None
 
 
 def missing_before_launch(environ: dict[str, str], default_remote: str | None) -> list[str]:
@@ -89,7 +317,7 @@ def handback_problem(name: str, lock_text: str | None, results: bytes | None) ->
     """Why a pod's dvc.lock must not be handed back (its run did not measure the device), or
     None when it records a finished measurement of it."""
     if lock_text is None or results is None:
-        return "the pod wrote no dvc.lock or results.json for it (its run failed early)"
+        return "the pod handed back no dvc.lock or results.json for it (its run failed early)"
     record = json.loads(results)
     if record.get("status") != "measured":
         return (
@@ -107,76 +335,258 @@ def handback_problem(name: str, lock_text: str | None, results: bytes | None) ->
     return None
 
 
-def say_and_run(command: list[str], dry_run: bool) -> None:
-    print(f"$ {shlex.join(command)}", flush=True)
-    if not dry_run:
-        subprocess.run(command, check=True)
+def handback_path(remote: Remote, run_id: str, file: str) -> str:
+    return remote.fs.join(remote.path, HANDBACK_FOLDER, run_id, file)
 
 
-def read(path: Path) -> bytes | None:
-    return path.read_bytes() if path.exists() else None
+def hand_back(name: str, run_id: str, remote: Remote, root: Path = Path(".")) -> None:
+    """On the pod: leave the device's dvc.lock and results.json (of the checkout at `root`) on
+    the DVC remote, under this launch's run id, for the launcher to fetch."""
+    remote.fs.makedirs(remote.fs.join(remote.path, HANDBACK_FOLDER, run_id))
+    for file in HANDED_BACK:
+        path = root / device_dir(name) / file
+        if path.exists():
+            remote.fs.pipe_file(handback_path(remote, run_id, file), path.read_bytes())
 
 
-def main(argv: list[str] | None = None) -> None:
+def fetch_handed_back(run_id: str, remote: Remote) -> dict[str, bytes | None]:
+    """What a pod left under its run id (None for a file it did not leave)."""
+    found: dict[str, bytes | None] = {}
+    for file in HANDED_BACK:
+        try:
+            found[file] = remote.fs.cat_file(handback_path(remote, run_id, file))
+        except FileNotFoundError:
+            found[file] = None
+    return found
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one pod did: how long it ran, what it handed back or why nothing."""
+
+    line: PlanLine
+    minutes: float
+    lock: str | None = None  # the dvc.lock handed back
+    problem: str | None = None  # why nothing was handed back
+    recoveries: int = 0  # a managed job's restarts after pre-emption
+    log: Path | None = None
+
+    @property
+    def cost(self) -> float | None:
+        per_hour = self.line.per_hour
+        return None if per_hour is None else per_hour * self.minutes / 60
+
+
+def pod_task(line: PlanLine, run_id: str, environ: dict[str, str]) -> Any:
+    """The device's task file, pinned to the plan's offer, with the secrets and run id."""
+    import sky
+
+    task = sky.Task.from_yaml(str(task_path(line.device)))
+    task.set_resources(line.resources)
+    task.update_secrets({secret: environ[secret] for secret in SECRETS})
+    task.update_envs({RUN_ENV: run_id})
+    return task
+
+
+def take_down(sky_calls: SkyCalls, name: str) -> str | None:
+    """Take a cluster down (a failed launch leaves it up); why it could not be, or None."""
+    from sky import exceptions
+
+    try:
+        sky_calls.get(sky_calls.down(name))
+    except exceptions.ClusterDoesNotExist:
+        return None  # already down: launched with down=True, its job ended
+    except Exception as err:  # said, never swallowed: it may still bill
+        return f"could not take {name} down ({type(err).__name__}: {err}): `sky down {name}`"
+    return None
+
+
+def run_pod(
+    line: PlanLine,
+    sky_calls: SkyCalls,
+    remote: Remote,
+    clock: Callable[[], float],
+    environ: dict[str, str],
+    logs: Path,
+) -> Outcome:
+    """Launch one pod, follow it to its end, and fetch what it handed back."""
+    run_id = f"{line.device}-{uuid.uuid4().hex[:12]}"
+    log = logs / f"{line.device}.log"
+    started, code, recoveries, problem = clock(), None, 0, None
+    try:
+        task = pod_task(line, run_id, environ)
+        with log.open("w", encoding="utf-8") as out:
+            if line.spot:
+                job_ids, _ = sky_calls.get(sky_calls.jobs_launch(task, name=cluster(line.device)))
+                code = sky_calls.jobs_tail_logs(job_id=job_ids[0], follow=True, output_stream=out)
+                records = sky_calls.get(sky_calls.jobs_queue(refresh=False, job_ids=job_ids))[0]
+                recoveries = sum(record.recovery_count or 0 for record in records)
+            else:
+                try:
+                    job_id, _ = sky_calls.get(
+                        sky_calls.launch(task, cluster_name=cluster(line.device), down=True)
+                    )
+                    code = sky_calls.tail_logs(
+                        cluster(line.device), job_id, True, output_stream=out
+                    )
+                finally:
+                    problem = take_down(sky_calls, cluster(line.device))
+    except Exception as err:  # one pod's failure leaves the others'
+        problem = f"its launch failed ({type(err).__name__}: {err})"
+    minutes = (clock() - started) / 60
+    if problem:
+        return Outcome(line, minutes, problem=problem, recoveries=recoveries, log=log)
+    files = fetch_handed_back(run_id, remote)
+    lock = files["dvc.lock"]
+    problem = handback_problem(line.device, lock.decode() if lock else None, files["results.json"])
+    if problem and code:
+        problem = f"its job ended with exit code {code}; {problem}"
+    return Outcome(
+        line,
+        minutes,
+        lock=None if problem else lock.decode(),
+        problem=problem,  # type: ignore[union-attr]
+        recoveries=recoveries,
+        log=log,
+    )
+
+
+def launch_all(
+    lines: Sequence[PlanLine],
+    sky_calls: SkyCalls,
+    remote: Remote,
+    clock: Callable[[], float] = time.monotonic,
+    environ: dict[str, str] | None = None,
+    logs: Path = LOGS,
+) -> list[Outcome]:
+    """Every pod at once, each followed in its own thread; their outcomes in plan order."""
+    logs.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ if environ is None else environ)
+    with ThreadPoolExecutor(max_workers=max(len(lines), 1)) as pool:
+        futures = [
+            pool.submit(run_pod, line, sky_calls, remote, clock, env, logs) for line in lines
+        ]
+        return [future.result() for future in futures]
+
+
+def show_costs(outcomes: Sequence[Outcome]) -> str:
+    text = []
+    for done in outcomes:
+        line = done.line
+        resumed = f", resumed {done.recoveries}x after pre-emption" if done.recoveries else ""
+        text.append(
+            f"{line.device}: {done.minutes:.1f} min at {dollars(line.per_hour)}/h = "
+            f"{dollars(done.cost)} (estimate {dollars(line.estimate)}{resumed}): "
+            + ("measured" if done.lock else f"not measured: {done.problem} (log: {done.log})")
+        )
+    spent = [done.cost for done in outcomes]
+    estimated = total([done.line for done in outcomes])
+    known = None if None in spent else sum(c for c in spent if c is not None)
+    text.append(
+        f"total: {dollars(known)} (estimate {dollars(estimated)}), by this machine's clock from "
+        "each launch to its job's end: the cloud's bill is the word"
+    )
+    return "\n".join(text)
+
+
+def known_clouds(args: argparse.Namespace, sky_calls: SkyCalls) -> list[str] | None:
+    """The clouds to price on: --clouds, else `sky check`'s. A dry run asks only an API
+    server already running (it starts none); None where none is known."""
+    if args.clouds:
+        return [cloud.strip() for cloud in args.clouds.split(",") if cloud.strip()]
+    if args.dry_run:
+        from sky.server import common
+
+        if common.get_api_server_status().status != common.ApiServerStatus.HEALTHY:
+            return None
+    return sky_calls.get(sky_calls.enabled_clouds())
+
+
+def pod_hand_back(names: Sequence[str]) -> None:
+    """`--hand-back DEVICE`, the pod's last step."""
+    from dvc.repo import Repo
+
+    run_id = os.environ.get(RUN_ENV)
+    if not run_id:
+        print(f"{RUN_ENV} is not set (a launch by hand): nothing handed back; commit the lock here")
+        return
+    if len(names) != 1:
+        raise ConfigError(f"--hand-back takes one device, the pod's; got {list(names) or 'none'}")
+    (name,) = names
+    hand_back(name, run_id, Repo(".").cloud.get_remote())
+    print(f"{name}: dvc.lock and results.json left on the DVC remote under {run_id}")
+
+
+def main(
+    argv: list[str] | None = None,
+    sky_calls: SkyCalls | None = None,
+    clock: Callable[[], float] = time.monotonic,
+) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
-    parser.add_argument("device", help="a GPU device with a cloud/<device>.yaml")
     parser.add_argument(
-        "--minutes", type=float, default=30, help="expected time on the pod (default 30)"
+        "devices",
+        nargs="*",
+        help="GPU devices with a cloud/<device>.yaml (default: every pending one)",
     )
     parser.add_argument(
-        "--dry-run", action="store_true", help="print the cost and the commands only"
+        "--budget", type=float, default=BUDGET, help=f"dollars (default {BUDGET:g}, the lab's)"
     )
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=MINUTES,
+        help=f"expected time per pod (default {MINUTES:g})",
+    )
+    parser.add_argument(
+        "--clouds", help="price on these clouds (comma-separated), not `sky check`'s"
+    )
+    parser.add_argument("--dry-run", action="store_true", help="print the plan only")
+    parser.add_argument("--hand-back", action="store_true", help=argparse.SUPPRESS)  # the pod's
     args = parser.parse_args(argv)
-    name = args.device
-    # Priced as the lab's SKU, the device's first datasheet line: the pod may get another.
-    dev = judged(name, to_plain(device_config(load_lab_params(), name)), None)
-    if not task_path(name).exists():
-        known = ", ".join(sorted(p.stem for p in task_path(name).parent.glob("*.yaml")))
-        raise ConfigError(
-            f"no {task_path(name)}; task files exist for: {known} (a GPU device gets one "
-            "from its sky_accelerators: `uv run python -m roofline.compose`)"
-        )
-    from dvc.repo import Repo  # here: the cost line and --help stay fast
+    if args.hand_back:
+        return pod_hand_back(args.devices)
+    params = load_lab_params()
+    devices = {name: to_plain(device_config(params, name)) for name in params.devices}
+    names = chosen_devices(args.devices, list(devices))
+    if not names:
+        print("every GPU device is measured: nothing to rent")
+        return
+    from dvc.repo import Repo  # here: --help stays fast
 
-    missing = missing_before_launch(dict(os.environ), Repo(".").config["core"].get("remote"))
+    repo = Repo(".")
+    missing = missing_before_launch(dict(os.environ), repo.config["core"].get("remote"))
     if missing and not args.dry_run:
         raise ConfigError("nothing was launched:\n  " + "\n  ".join(missing))
-    for problem in missing:
-        print(f"a launch would stop here: {problem}")
-    print(
-        f"{name} ({dev['sku']}): expected cost {expected_cost(dev['cost_per_hour'], args.minutes)}"
-    )
-    with tempfile.TemporaryDirectory() as tmp:
-        launch, fetch, down = commands(name, Path(tmp))
-        try:
-            for command in (launch, fetch):
-                say_and_run(command, args.dry_run)
-        except subprocess.CalledProcessError as err:
-            raise RooflineError(
-                f"`{shlex.join(err.cmd)}` failed ({err.returncode}); the pod was taken down, "
-                "nothing was handed back and nothing here changed"
-            ) from err
-        finally:
-            say_and_run(down, args.dry_run)  # never leave a pod billing
-        if args.dry_run:
-            return
-        lock_bytes = read(Path(tmp, "dvc.lock"))
-        problem = handback_problem(
-            name, lock_bytes.decode() if lock_bytes else None, read(Path(tmp, "results.json"))
+    sky_calls = sky_calls or real_sky()
+    lines, note = make_plan(names, devices, known_clouds(args, sky_calls), args.minutes)
+    if note:
+        print(note)
+    print(show_plan(lines, args.budget))
+    why = refusal(lines, args.budget)
+    if args.dry_run:
+        for problem in [*missing, *([why] if why else [])]:
+            print(f"a launch would stop here: {problem}")
+        return
+    if why:
+        raise RooflineError(f"nothing was launched: {why}")
+    outcomes = launch_all(lines, sky_calls, repo.cloud.get_remote(), clock)
+    print(show_costs(outcomes))
+    handed = {device_dir(d.line.device) / "dvc.lock": d.lock for d in outcomes if d.lock}
+    write_texts_atomic(handed)  # all or none, each with the user's umask
+    locks = [str(lock) for lock in handed]
+    if locks:
+        measured = " ".join(done.line.device for done in outcomes if done.lock)
+        print(
+            f"Handed back: git add {' '.join(locks)} && git commit -m 'measure {measured}'; "
+            "then render the lab: uv run dvc pull && uv run dvc repro"
         )
-        if problem:
-            raise RooflineError(
-                f"{name} was not measured on the pod: {problem}. Nothing was handed back and "
-                "nothing here changed."
-            )
-        lock = device_dir(name) / "dvc.lock"
-        shutil.copyfile(Path(tmp, "dvc.lock"), lock)
-    print(
-        f"{name} measured. Then: git add {lock} && git commit -m 'measure {name}' && "
-        "uv run dvc pull && uv run dvc repro"
-    )
+    failed = [done.line.device for done in outcomes if not done.lock]
+    if failed:
+        raise RooflineError(
+            f"not measured: {', '.join(failed)} (above, with each log); nothing of theirs changed here"
+        )
 
 
 if __name__ == "__main__":
