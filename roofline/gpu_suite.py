@@ -1,5 +1,6 @@
-"""The short GPU suite behind scripts/gpu-check: on each GPU here, every GPU dtype at 8192^3,
-the copy ceiling and NVML telemetry, printed as a table; the harness's float16 figure beside
+"""The short GPU suite behind scripts/gpu-check: on each GPU here (NVIDIA's, or AMD's through
+ROCm's torch), every GPU dtype at 8192^3 (one float8: the one its architecture takes), the copy
+ceiling and NVML (or amdsmi) telemetry, printed as a table; the harness's float16 figure beside
 triton's do_bench and a bare loop between two events (the timing checking itself); then the
 lab's GPU knobs as a ladder of gains; written as JSON. Each dtype's row names the kernel that
 ran (cuBLAS's, from torch's profiler), which only a real GPU can say.
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict, cast
 import yaml
 
 from roofline.core import arithmetic as ar
-from roofline.core.dtypes import NAMES
+from roofline.core.dtypes import DTYPES, NAMES, float8_for
 from roofline.core.errors import HardwareError, run
 from roofline.core.schema import KnobMeasurement
 from roofline.device.description import GpuInfo
@@ -51,7 +52,13 @@ if TYPE_CHECKING:
     from roofline.configuration.params import DeviceParams
     from roofline.interpretation.interpret import JudgedDevice
 
-SUITE_DTYPES = NAMES  # every dtype of the registry runs on a GPU
+SUITE_DTYPES = NAMES  # every dtype of the registry runs on a GPU...
+
+
+def suite_dtypes(gpu: GpuInfo) -> list[str]:
+    """...of one float8 each: the one this GPU's architecture takes (fnuz on AMD's gfx94x)."""
+    fp8 = float8_for(gpu.get("architecture"))
+    return [name for name in SUITE_DTYPES if not DTYPES[name].scaled or name == fp8]
 
 
 def device_files(conf: Path = Path("conf/device")) -> dict[str, DeviceParams]:
@@ -66,7 +73,7 @@ def device_files(conf: Path = Path("conf/device")) -> dict[str, DeviceParams]:
 def match(gpu: GpuInfo, devices: dict[str, DeviceParams]) -> tuple[str, JudgedDevice]:
     """(the device that recognises this GPU, judged against the datasheet of its name)."""
     for name, dev in devices.items():
-        if dev.get("kind") == "cuda" and find_gpu(dev, [gpu]):
+        if dev.get("kind") in ("cuda", "rocm") and find_gpu(dev, [gpu]):
             sheet = judged(name, dev, gpu["name"])
             if sheet["missing"]:
                 print(f"note: {sheet['missing']}")
@@ -75,7 +82,8 @@ def match(gpu: GpuInfo, devices: dict[str, DeviceParams]) -> tuple[str, JudgedDe
         f"note: {gpu['name']!r} matches no conf/device/*.yaml: MFU is left blank "
         "(docs/configuration.md: adding a device)"
     )
-    unknown = cast("DeviceParams", {"kind": "cuda", "recognise": {}})  # no conf: no datasheet
+    kind = "rocm" if gpu.get("architecture") else "cuda"
+    unknown = cast("DeviceParams", {"kind": kind, "recognise": {}})  # no conf: no datasheet
     return gpu["name"], judged(gpu["name"], unknown, gpu["name"])
 
 
@@ -118,18 +126,24 @@ def run_gpu(
 ) -> dict:
     name, dev = match(gpu, devices)
     mig = f", a MIG slice of {gpu['mig_parent']}" if gpu.get("mig_parent") else ""
+    stack = (
+        f"{gpu['architecture']}, {gpu['sm_count']} CUs, driver {gpu.get('driver')}, "
+        f"ROCm (HIP {gpu.get('hip')}), hipBLASLt"
+        if gpu.get("architecture")  # an AMD GPU through ROCm's torch
+        else f"sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs, driver "
+        f"{gpu.get('driver')}, CUDA {gpu.get('cuda')}, cuBLASLt {gpu.get('cublaslt')}"
+    )
     print(
-        f"\n{gpu['name']}: recognised as {name} ({dev['sku']}){mig}; "
-        f"sm_{gpu['compute_capability']}, {gpu['sm_count']} SMs, driver {gpu.get('driver')}, "
-        f"CUDA {gpu.get('cuda')}, cuBLASLt {gpu.get('cublaslt')}, power limit "
+        f"\n{gpu['name']}: recognised as {name} ({dev['sku']}){mig}; {stack}, power limit "
         f"{gpu.get('power_limit_w')} W",
         flush=True,
     )
-    if gpu.get("nvml_error"):
-        print(f"NVML: {gpu['nvml_error']}")
+    for library, key in (("NVML", "nvml_error"), ("amdsmi", "smi_error")):
+        if gpu.get(key):
+            print(f"{library}: {gpu[key]}")
     target = gpu_target(gpu, print)
     points = []
-    for dtype in SUITE_DTYPES:
+    for dtype in suite_dtypes(gpu):
         point = measure_point(name, dtype, [size] * 3, target, bench, gpu, log=print)
         points.append(point)
         mfu = row(point, dev["peak_tflops"].get(dtype)).mfu
@@ -164,7 +178,7 @@ def run_gpu(
     return {
         "device": name,
         "gpu": gpu,
-        "hardware": identity("cuda", gpu),
+        "hardware": identity("rocm" if gpu.get("architecture") else "cuda", gpu),
         "rows": rows,
         "copy": {**copy, "tbps": copy_tbps},
         "lab_checks": checks,
@@ -348,7 +362,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     gpus = gpu_info()
     if not gpus:
-        raise HardwareError("no NVIDIA GPU visible (NVML and torch.cuda): nothing to check")
+        raise HardwareError(
+            "no NVIDIA or AMD GPU visible (NVML, amdsmi and torch.cuda): nothing to check"
+        )
     chosen = [g for g in gpus if args.gpu is None or g["index"] in args.gpu]
     if not chosen:
         known = ", ".join(str(g["index"]) for g in gpus)

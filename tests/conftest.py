@@ -138,8 +138,15 @@ def played(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", nvml)
     import played_cuda
 
+    from roofline.device import amd_telemetry
+
     def play(machine: str = "h100", **changes):
-        return played_cuda.install({"like": machine, **changes}, monkeypatch.setattr)
+        state = played_cuda.install({"like": machine, **changes}, monkeypatch.setattr)
+        # amdsmi loads its library when imported: the played one (tests/fakes/cuda/amdsmi.py,
+        # first on the path) is imported afresh per machine, and fails where it has none.
+        monkeypatch.delitem(sys.modules, "amdsmi", raising=False)
+        monkeypatch.setattr(amd_telemetry, "_loaded", [])
+        return state
 
     yield play
     played_cuda.uninstall()  # the played device's dispatch mode, before monkeypatch undoes

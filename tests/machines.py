@@ -105,9 +105,15 @@ def raw(clone: Path, device: str) -> bytes:
     return (clone / DEVICES / device / "results.json").read_bytes()
 
 
-def make_project(where: Path, remote: str | None = None, **remote_options: str) -> Path:
-    """The repository's pipeline, trimmed to cpu, h100 and podhost at tiny sizes, pushed to a
-    bare git origin; its DVC remote is a local folder unless `remote` says otherwise."""
+def make_project(
+    where: Path,
+    remote: str | None = None,
+    gpus: tuple[str, ...] = ("h100",),
+    **remote_options: str,
+) -> Path:
+    """The repository's pipeline, trimmed to cpu, the `gpus` (h100 by default) and podhost at
+    tiny sizes, pushed to a bare git origin; its DVC remote is a local folder unless `remote`
+    says otherwise."""
     project = where / "project"
     project.mkdir()
     for part in ("conf", "stages", "roofline", "hydra_plugins"):
@@ -115,7 +121,7 @@ def make_project(where: Path, remote: str | None = None, **remote_options: str) 
     # Adding a device, as docs/configuration.md says: its conf file and its defaults line.
     (project / "conf/device/podhost.yaml").write_text(yaml.safe_dump(PODHOST))
     cfg = yaml.safe_load((project / "conf/config.yaml").read_text())
-    kept = ("device@devices.cpu", "device@devices.h100")
+    kept = ("device@devices.cpu", *(f"device@devices.{gpu}" for gpu in gpus))
     cfg["defaults"] = [
         d
         for d in cfg["defaults"]
@@ -124,7 +130,7 @@ def make_project(where: Path, remote: str | None = None, **remote_options: str) 
         or next(iter(d)) in kept
     ]
     cfg["defaults"].insert(-1, {"device@devices.podhost": "podhost"})
-    cfg["lab_devices"] = ["cpu", "h100"]  # of the lab's, the two this project keeps
+    cfg["lab_devices"] = ["cpu", *(g for g in gpus if g == "h100")]  # of the lab's, those kept
     cfg["bench"] |= {"warmup": 1, "repeats": 2, "copy_mib": 4, "min_seconds": 0.0}
     cfg["bench"]["warmup_seconds"] = 0.05
     cfg["bench"]["sustained_seconds"] = 0.0  # the played GPU's minute: tests/test_gpu_paths.py
@@ -133,9 +139,11 @@ def make_project(where: Path, remote: str | None = None, **remote_options: str) 
     cpu_conf |= {"dtypes": ["float32"], "shapes": [[48, 48, 48]]}
     cpu_conf["skus"]["any"]["clock_ghz"] = 3.0
     (project / "conf/device/cpu.yaml").write_text(yaml.safe_dump(cpu_conf))
-    h100_conf = yaml.safe_load((project / "conf/device/h100.yaml").read_text())
-    h100_conf |= {"dtypes": ["float16", "float32"], "shapes": [[64, 64, 64]]}
-    (project / "conf/device/h100.yaml").write_text(yaml.safe_dump(h100_conf, sort_keys=False))
+    for gpu in gpus:  # the lab's kernel and float32, at 64^3 (and an AMD GPU's float8)
+        conf = yaml.safe_load((project / f"conf/device/{gpu}.yaml").read_text())
+        fp8 = [d for d in conf["dtypes"] if d.startswith("float8") and conf["kind"] == "rocm"]
+        conf |= {"dtypes": ["float16", *fp8, "float32"], "shapes": [[64, 64, 64]]}
+        (project / f"conf/device/{gpu}.yaml").write_text(yaml.safe_dump(conf, sort_keys=False))
     run(project, sys.executable, "-m", "roofline.compose")  # params.yaml and the pipeline files
 
     git(project, "init", "-q", "-b", "main")

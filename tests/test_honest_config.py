@@ -289,7 +289,8 @@ REPEATS = {
     "devices.*.skus.*.published": (
         "published",
         [{"dtype": "float32", "shape": [8, 8, 8], "tflops": 1.0, "source": "s"}] * 2,
-        "{'dtype': 'float32', 'shape': [8, 8, 8], 'tflops': 1.0, 'source': 's', 'window': ''}",
+        "{'dtype': 'float32', 'shape': [8, 8, 8], 'tflops': 1.0, 'source': 's', 'window': '', "
+        "'best_shape': False}",
     ),
     "sweep.square.*": ("sweep.square", {"cpu": [64, 128, 64]}, "64"),
     "sweep.skinny_m": ("sweep.skinny_m", [1, 1], "1"),

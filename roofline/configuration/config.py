@@ -217,13 +217,18 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
                 "first (it names stages, folders and `-S devices.<name>` overrides)"
             )
         wanted = "cpu_model" if dev.kind.name == "cpu" else "gpu_name"
-        if not dev.recognise[wanted]:
+        # An AMD GPU may be recognised by its architecture alone (its name may be generic).
+        named = dev.recognise[wanted] or (
+            dev.kind.name == "rocm" and dev.recognise.gpu_architecture
+        )
+        if not named:
             errors.append(
                 f"{where}.recognise.{wanted} is not set; allowed: a regular expression for the "
                 f"{'CPU model' if wanted == 'cpu_model' else 'GPU name'} it is (without one a "
                 "cpu device takes any CPU, and a GPU one is never found)"
+                + ("; or gpu_architecture, e.g. '^gfx942$'" if dev.kind.name == "rocm" else "")
             )
-        for key in ("cpu_model", "gpu_name"):
+        for key in ("cpu_model", "gpu_name", "gpu_architecture"):
             if wrong := pattern_error(f"{where}.recognise.{key}", dev.recognise[key]):
                 errors.append(wrong)
         if not dev.dtypes:

@@ -13,7 +13,9 @@ import yaml
 from roofline.core.errors import ConfigError
 
 PARAMS_FILE = Path("params.yaml")
-KINDS = ("cpu", "cuda", "mps")  # a CPU, an NVIDIA GPU, Apple silicon's GPU
+# A CPU, an NVIDIA GPU, an AMD GPU (through ROCm's torch, which keeps the torch.cuda API),
+# Apple silicon's GPU.
+KINDS = ("cpu", "cuda", "rocm", "mps")
 
 # What changes a measurement: a device's measuring stages depend on these keys of it (the
 # pipeline files list them as params) and read nothing else of it.
@@ -28,6 +30,7 @@ class RecogniseParams(TypedDict, total=False):
 
     cpu_model: str | None
     gpu_name: str | None
+    gpu_architecture: str | None
     with_gpu_present: bool
 
 
@@ -54,6 +57,7 @@ class PublishedParams(TypedDict):
     tflops: float
     source: str
     window: NotRequired[str]  # burst, sustained, or "": not said (a conf from before it)
+    best_shape: NotRequired[bool]  # its source's best shape, never compared as the lab's
 
 
 class SkuParams(TypedDict):
@@ -125,6 +129,10 @@ class Recognise:
     # Regular expressions searched in the CPU model name / GPU name the probe finds.
     cpu_model: str | None = None
     gpu_name: str | None = None
+    # An AMD GPU's architecture (torch's gcnArchName without its feature flags, e.g. "gfx942"):
+    # some ROCm builds name every AMD GPU "AMD Radeon Graphics", so the architecture is what
+    # identifies it. A GPU is recognised by either.
+    gpu_architecture: str | None = None
     # kind cpu: also count as present on a machine with a GPU (a pod's host CPU). Off by
     # default so a pod never measures its host CPU as "the cpu".
     with_gpu_present: bool = False

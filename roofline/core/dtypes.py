@@ -30,6 +30,10 @@ class DType:
     cpu: tuple[CpuPath, ...] = ()  # best first, for a computed peak
     cpu_everywhere: bool = False  # every CPU runs it natively, whether or not a path is known
     min_compute_capability: tuple[int, int] | None = None  # GPUs; None: any CUDA GPU
+    # AMD GPUs (ROCm) that run it, by the prefix of their architecture (gcnArchName, e.g.
+    # "gfx942"); None: every one. An NVIDIA-only format lists none: ().
+    rocm_architectures: tuple[str, ...] | None = None
+    cuda: bool = True  # whether NVIDIA's GPUs (CUDA) run it
     tf32: bool = False  # float32 storage, TF32 tensor-core math allowed
     numpy_blas: bool = False  # numpy's matmul calls its BLAS for it (else a slow C loop)
     # float8 goes through torch's scaled matmul: B column-major, per-tensor scales, C in bfloat16,
@@ -65,7 +69,19 @@ DTYPES: dict[str, DType] = {
             numpy_blas=True,
             marker="o",
         ),
-        DType("tf32", "float32", 4, 4, 1e-2, min_compute_capability=(8, 0), tf32=True, marker="D"),
+        # TF32 on AMD: CDNA3 (gfx94x: MI300) has XF32 matrix instructions; CDNA4 (gfx950) has
+        # none (its datasheet lists no TF32 figure).
+        DType(
+            "tf32",
+            "float32",
+            4,
+            4,
+            1e-2,
+            min_compute_capability=(8, 0),
+            rocm_architectures=("gfx94",),
+            tf32=True,
+            marker="D",
+        ),
         DType(
             "float16",
             "float16",
@@ -98,18 +114,50 @@ DTYPES: dict[str, DType] = {
             2,  # torch's scaled matmul writes C in bfloat16
             2e-2,
             min_compute_capability=(8, 9),
+            # OCP float8 on AMD: gfx950 (MI350) and gfx120x, never gfx94x (torch's
+            # testing/_internal/common_cuda.py: "gfx120 and gfx95 only support OCP").
+            rocm_architectures=("gfx95", "gfx120"),
             scaled=True,
             dim_multiple=16,
             marker="*",
+        ),
+        # MI300's float8 (gfx94x, CDNA3): the "fnuz" variant (no negative zero, NaN at 0x80,
+        # exponent bias 8), which hipBLASLt takes there in place of OCP's float8_e4m3fn.
+        DType(
+            "float8_e4m3fnuz",
+            "float8_e4m3fnuz",
+            1,
+            2,  # torch's scaled matmul writes C in bfloat16
+            2e-2,
+            rocm_architectures=("gfx94",),
+            cuda=False,
+            scaled=True,
+            dim_multiple=16,
+            marker="P",
         ),
     )
 }
 NAMES = tuple(DTYPES)
 # The lab's kernel on each kind of device: a device's headline figure and roof (FP16 on a GPU,
 # Apple's too; FP32 on a CPU).
-LAB_DTYPE = {"cpu": "float32", "cuda": "float16", "mps": "float16"}
+LAB_DTYPE = {"cpu": "float32", "cuda": "float16", "rocm": "float16", "mps": "float16"}
 # Every CPU flag that decides whether some dtype runs natively (what the probe records).
 CPU_FLAGS = tuple(sorted({f for d in DTYPES.values() for path in d.cpu for f in path.flags}))
+
+
+def runs_on_rocm(name: str, architecture: str) -> bool:
+    """Whether an AMD GPU of this architecture (gcnArchName, with or without its feature
+    suffix: "gfx942:sramecc+:xnack-") runs this dtype's matmul."""
+    allowed = DTYPES[name].rocm_architectures
+    return allowed is None or architecture.startswith(allowed)
+
+
+def float8_for(architecture: str | None) -> str:
+    """The float8 dtype a GPU's matmul takes: OCP's float8_e4m3fn on NVIDIA (architecture
+    None) and on AMD's gfx950 (MI350); float8_e4m3fnuz on gfx94x (MI300)."""
+    if architecture and runs_on_rocm("float8_e4m3fnuz", architecture):
+        return "float8_e4m3fnuz"
+    return "float8_e4m3fn"
 
 
 def dtype(name: str) -> DType:

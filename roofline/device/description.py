@@ -34,6 +34,7 @@ class NvmlLimits(TypedDict, total=False):
     max_sm_clock_mhz: float
     max_mem_clock_mhz: float
     nvml_error: str
+    smi_error: str  # an AMD GPU's: what amdsmi refused (roofline.device.amd_telemetry.limits)
 
 
 class GpuInfo(NvmlLimits):
@@ -48,6 +49,11 @@ class GpuInfo(NvmlLimits):
     uuid: NotRequired[str | None]
     cuda: NotRequired[str | None]
     cublaslt: NotRequired[int | None]
+    # An AMD GPU (ROCm's torch): its architecture, from torch's gcnArchName without its feature
+    # flags (e.g. "gfx942"), which identifies it where its name may not ("AMD Radeon Graphics"
+    # on some ROCm builds); and torch.version.hip. compute_capability is then torch's major.minor.
+    architecture: NotRequired[str]
+    hip: NotRequired[str]
 
 
 class AppleGpu(TypedDict):
@@ -69,7 +75,7 @@ class Hardware(TypedDict):
 class Identity(TypedDict, total=False):
     """The stable part of a device's description: what "the same hardware" means
     (roofline.machines.identity). A CPU's: model, logical_cores, isa, and usable_cores where a
-    fence left fewer; a GPU's: name, compute_capability, sm_count, memory_gib; Apple's GPU:
+    fence left fewer; a GPU's: name, compute_capability (an AMD GPU's: architecture), sm_count, memory_gib; Apple's GPU:
     name, memory_gib."""
 
     model: str
@@ -78,6 +84,7 @@ class Identity(TypedDict, total=False):
     usable_cores: int
     name: str
     compute_capability: str
+    architecture: str
     sm_count: int
     memory_gib: int
 

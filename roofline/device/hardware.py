@@ -178,6 +178,19 @@ def cpu_info(facts: CpuFacts | None = None) -> CpuInfo:
 
 
 def gpu_count() -> int | None:
+    """GPUs torch could use here: NVIDIA's (nvidia_gpu_count), else AMD's (amdsmi's count; ROCm's
+    torch reaches them through torch.cuda); None when neither library can say but a driver is
+    here (then only torch can tell); 0: no GPU driver at all, and torch is not imported."""
+    nvidia = nvidia_gpu_count()
+    if nvidia:
+        return nvidia
+    from roofline.device import amd_telemetry
+
+    amd = amd_telemetry.gpu_count()
+    return None if nvidia is None and not amd else amd
+
+
+def nvidia_gpu_count() -> int | None:
     """NVIDIA GPUs the driver reports; None when NVML cannot say (then only torch can tell):
     nvidia-ml-py is not installed, or a container has CUDA's driver library without NVML's
     (NVIDIA_DRIVER_CAPABILITIES=compute). Neither library means no driver and so no CUDA GPU;
@@ -253,10 +266,21 @@ def driver_problem(
     )
 
 
+def rocm_problem(gpus: int, torch_version: str, said: str) -> str:
+    """Why torch cannot use the AMD GPUs amdsmi sees, and what to do, in a user's words."""
+    return (
+        f"amdsmi sees {gpus} AMD GPU{'s' if gpus > 1 else ''}, but torch {torch_version} cannot "
+        f"use {'them' if gpus > 1 else 'it'} (torch said: {said or 'nothing'}): AMD GPUs need "
+        "torch's ROCm build, and the lock's is CUDA's. Nothing was measured. `scripts/pod-setup` "
+        f"installs the same torch built for ROCm (`uv pip install --torch-backend=auto "
+        f"torch=={torch_version.split('+')[0]}`); then `UV_NO_SYNC=1 uv run dvc repro`."
+    )
+
+
 def gpu_info() -> list[GpuInfo]:
-    """NVIDIA GPUs through torch (always) and NVML (driver, power, clocks). GPUs that NVML sees
-    and torch cannot use stop the probe, by name: a pod that measured nothing must not look as
-    if it had no GPU."""
+    """GPUs through torch (always) and NVML, or amdsmi on an AMD GPU (driver, power, clocks).
+    GPUs that NVML or amdsmi sees and torch cannot use stop the probe, by name: a pod that
+    measured nothing must not look as if it had no GPU."""
     from roofline.device import kinds
 
     count = gpu_count()
@@ -268,6 +292,8 @@ def gpu_info() -> list[GpuInfo]:
             return []
         import torch
 
+        if not nvidia_gpu_count():  # amdsmi's GPUs: AMD's, which only a ROCm torch reaches
+            raise HardwareError(rocm_problem(count, torch.__version__, said))
         raise HardwareError(
             driver_problem(count, torch.__version__, torch.version.cuda, nvml_driver(), said)
         )

@@ -6,6 +6,8 @@ and the kernel a call ran (roofline.device.kernel_ran). Measuring code reaches t
     cpu   host clock; the kernel from MKL's or oneDNN's verbose output (numpy: threadpoolctl)
     cuda  CUDA events queued back to back, CUDA graphs, TunableOp, NVML telemetry; the kernel
           from torch's profiler
+    rocm  an AMD GPU through ROCm's torch, which keeps the torch.cuda API (events, graphs,
+          TunableOp over rocBLAS's and hipBLASLt's solutions, the profiler); amdsmi telemetry
     mps   Metal events (Apple silicon); no kernel name
 
 torch is imported when a kind is made, never at import: the probe reads no torch."""
@@ -18,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from roofline.device import kernel_ran, telemetry
+from roofline.device import amd_telemetry, kernel_ran, telemetry
 from roofline.device.description import GpuInfo
 from roofline.device.timing import EventTimer, HostTimer, Timer, Work
 
@@ -113,6 +115,7 @@ class Cuda(Kind):
 
     name = "cuda"
     graphs = True
+    blas = "cuBLASLt"  # the library its GEMMs go through
 
     def __init__(self, index: int = 0, uuid: str | None = None) -> None:
         import torch
@@ -120,9 +123,9 @@ class Cuda(Kind):
         self.index, self.cuda = index, torch.cuda
         self.handle, self.telemetry_error = None, ""
         try:
-            self.handle = telemetry.open_gpu(uuid)
+            self.handle = self.open_telemetry(uuid)
         except Exception as err:  # measure anyway; the rows then say telemetry is missing
-            self.telemetry_error = f"no NVML telemetry: {err}"
+            self.telemetry_error = f"no {self.telemetry_library} telemetry: {err}"
         before = self._pids()
         self.cuda.set_device(index)
         torch.empty(1, device=self.tensors())  # this process's context, so NVML lists it
@@ -136,9 +139,18 @@ class Cuda(Kind):
         if self.handle is None:
             return set()
         try:
-            return {p.pid for p in telemetry.processes(self.handle)}
+            return self.listed_pids()
         except Exception:
             return set()
+
+    telemetry_library = "NVML"
+
+    def open_telemetry(self, uuid: str | None) -> Any:
+        return telemetry.open_gpu(uuid)
+
+    def listed_pids(self) -> set[int]:
+        """The processes the telemetry library lists on this GPU."""
+        return {p.pid for p in telemetry.processes(self.handle)}
 
     def tensors(
         self,
@@ -225,9 +237,45 @@ class Cuda(Kind):
         return lambda: telemetry.Sampler(handle, own_pids=own)
 
 
+class Rocm(Cuda):
+    """One AMD GPU through ROCm's torch: the torch.cuda API (HIP events, graphs, TunableOp, the
+    profiler) over hipBLASLt and rocBLAS, with amdsmi's telemetry in NVML's place."""
+
+    name = "rocm"
+    blas = "hipBLASLt"
+    telemetry_library = "amdsmi"
+
+    def open_telemetry(self, uuid: str | None) -> Any:
+        return amd_telemetry.open_gpu(uuid, self.index)
+
+    def listed_pids(self) -> set[int]:
+        return {p["pid"] for p in amd_telemetry.processes(self.handle)}
+
+    def monitor(self) -> Monitor | None:
+        if self.handle is None:
+            return None
+        handle, own = self.handle, self.own_pids
+        return lambda: telemetry.Sampler(
+            handle,
+            fields=amd_telemetry.fields(),
+            energy=amd_telemetry.energy_j,
+            processes=amd_telemetry.other_processes,
+            own_pids=own,
+        )
+
+
+def gpu(found: GpuInfo) -> Cuda:
+    """The kind of GPU a probe's description is: an AMD one (it has an architecture) through
+    ROCm, else an NVIDIA one."""
+    kind = Rocm if found.get("architecture") else Cuda
+    return kind(found.get("index", 0), found.get("uuid"))
+
+
 def make(kind: str, found: GpuInfo | None = None) -> Kind:
     """The kind of device `found` (a probe's description: a GPU's, the one kind that reads it)
     is."""
+    if kind == "rocm":
+        return Rocm(found.get("index", 0), found.get("uuid")) if found else Rocm()
     if kind == "cuda":
         return Cuda(found.get("index", 0), found.get("uuid")) if found else Cuda()
     if kind == "mps":
@@ -250,13 +298,30 @@ def cuda_available() -> tuple[bool, str]:
 def cuda_gpus() -> list[GpuInfo]:
     """Each GPU torch can use, as the probe records it: torch's properties, then NVML's driver,
     limits and clocks read from the GPU with the same UUID (NVML ignores CUDA_VISIBLE_DEVICES,
-    so its indices are not torch's)."""
+    so its indices are not torch's); on ROCm's torch, an AMD GPU's architecture and amdsmi's
+    figures instead."""
     import torch
 
     gpus: list[GpuInfo] = []
     for index in range(torch.cuda.device_count()):
         props = torch.cuda.get_device_properties(index)
         uuid = str(props.uuid) if getattr(props, "uuid", None) else None
+        if torch.version.hip:  # ROCm: the same API, an AMD GPU
+            gpus.append(
+                {
+                    "index": index,
+                    "name": props.name,
+                    "compute_capability": f"{props.major}.{props.minor}",
+                    "architecture": amd_telemetry.architecture(props.gcnArchName),
+                    "sm_count": props.multi_processor_count,  # compute units
+                    "memory_bytes": props.total_memory,
+                    "l2_bytes": getattr(props, "L2_cache_size", None),
+                    "uuid": uuid,
+                    "hip": torch.version.hip,
+                    **amd_telemetry.limits(uuid, index),
+                }
+            )
+            continue
         gpus.append(
             {
                 "index": index,

@@ -317,8 +317,9 @@ def clock_step(
         ceiling = fma.gflops / 1e3
         note = f"every core at once, {fma.vector}: {share(ceiling, steps)}"
         return step(StepId.FMA, ceiling, note)
-    if kind != "cuda" or pd.isna(head.sm_clock_mhz):
-        why = "not measured (no NVML telemetry)" if kind == "cuda" else "not measured"
+    if kind not in ("cuda", "rocm") or pd.isna(head.sm_clock_mhz):
+        gpu = {"cuda": " (no NVML telemetry)", "rocm": " (no amdsmi telemetry)"}
+        why = "not measured" + gpu.get(kind, "")
         return step(StepId.CLOCK, None, why)
     max_mhz = None if pd.isna(head.sm_clock_max_mhz) else head.sm_clock_max_mhz
     assumed = assumed_clock_mhz(head.dtype, peak_clock_mhz, max_mhz)

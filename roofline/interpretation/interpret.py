@@ -206,12 +206,23 @@ PUBLISHED_CAUSES = "the power cap, the clocks under load, other processes on the
 def published_figure(published: list[PublishedFigure], result: Any) -> PublishedFigure | None:
     """The published figure for a result's dtype and shape on its SKU, if there is one: like
     with like where one is (a sustained row's sustained figure; a burst's burst or unstated
-    one), else another window's."""
+    one), else another window's. Never a best-shape figure (best_shape_figures): it is not
+    the same work, whatever its shape."""
     shape = [result.m, result.n, result.k]
-    same = [p for p in published if p.dtype == result.dtype and list(p.shape) == shape]
+    same = [
+        p
+        for p in published
+        if p.dtype == result.dtype and list(p.shape) == shape and not p.best_shape
+    ]
     sustained = getattr(result, "series", "lab") == "sustained"
     like = [p for p in same if (p.window == "sustained") == sustained]
     return (like or same or [None])[0]
+
+
+def best_shape_figures(published: list[PublishedFigure], dtype: str) -> list[PublishedFigure]:
+    """Figures published for a dtype at their source's best shape (a vendor's "max
+    achievable"): set beside a measurement as such, never judged against."""
+    return [p for p in published if p.best_shape and p.dtype == dtype]
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,9 @@ class Published:
     # a second or less, as most benchmarks do), "sustained" (a window of a minute or so, its
     # clocks settled), "" unknown. The report sets ours of the same kind beside it.
     window: str = ""
+    # Its source's best shape for the device (a vendor's "max achievable" figure), not this
+    # SKU's lab shape: set beside ours as such, never a yardstick for a flag (interpret).
+    best_shape: bool = False
 
 
 # The kinds of window a published figure may be timed in ("": its source does not say).

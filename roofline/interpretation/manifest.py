@@ -97,6 +97,7 @@ class PublishedFigure:
     tflops: float
     source: str
     window: str = ""  # burst, sustained, or "": its source does not say (lab_schema.WINDOWS)
+    best_shape: bool = False  # its source's best shape: shown as such, never a yardstick
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # omegaconf stays optional here: the GPU suite runs without i
 
 
 def kind(dev: DictConfig | ProbeDevice) -> str:
-    """ "cpu", "cuda" or "mps", from a composed config (an enum) or a plain YAML dict."""
+    """ "cpu", "cuda", "rocm" or "mps", from a composed config (an enum) or a plain YAML dict."""
     return getattr(dev["kind"], "name", dev["kind"])
 
 
@@ -38,12 +38,25 @@ def find_device(dev: DictConfig | ProbeDevice, hardware: Hardware) -> Found | No
 def find_gpu(
     dev: DictConfig | ProbeDevice, gpus: Sequence[GpuInfo | AppleGpu]
 ) -> GpuInfo | AppleGpu | None:
-    """The first of `gpus` this configured GPU device recognises by name, or None."""
-    pattern = dev["recognise"].get("gpu_name")
-    for gpu in gpus:
-        if pattern and re.search(pattern, gpu["name"]):
-            return gpu
-    return None
+    """The first of `gpus` this configured GPU device recognises (`recognises`), or None."""
+    return next((gpu for gpu in gpus if recognises(dev, gpu)), None)
+
+
+def recognises(dev: DictConfig | ProbeDevice, gpu: GpuInfo | AppleGpu) -> bool:
+    """Whether this configured GPU device is this GPU: of its vendor (an AMD GPU, which has an
+    architecture, is a rocm device's; any other a cuda or mps one's), and with the architecture
+    its `recognise.gpu_architecture` matches (gcnArchName without its feature flags: "gfx942"),
+    or the name its `recognise.gpu_name` matches. By architecture because some ROCm builds name
+    every AMD GPU "AMD Radeon Graphics"."""
+    rec = dev["recognise"]
+    architecture = cast(GpuInfo, gpu).get("architecture")
+    if (kind(dev) == "rocm") != bool(architecture):
+        return False
+    by_architecture = rec.get("gpu_architecture")
+    if by_architecture and architecture and re.search(by_architecture, architecture):
+        return True
+    by_name = rec.get("gpu_name")
+    return bool(by_name and re.search(by_name, gpu["name"]))
 
 
 def locate(
@@ -73,6 +86,13 @@ def identity(kind: str, found: Found) -> Identity:
         apple = cast(AppleGpu, found)
         return {"name": apple["name"], "memory_gib": round(apple["memory_bytes"] / 2**30)}
     gpu = cast(GpuInfo, found)
+    if gpu.get("architecture"):  # an AMD GPU: its architecture says what NVIDIA's capability does
+        return {
+            "name": gpu["name"],
+            "architecture": gpu["architecture"],
+            "sm_count": gpu["sm_count"],
+            "memory_gib": round(gpu["memory_bytes"] / 2**30),
+        }
     return {
         "name": gpu["name"],
         "compute_capability": gpu["compute_capability"],
@@ -96,6 +116,8 @@ def describe(hardware_identity: Identity) -> str:
         usable = hardware_identity.get("usable_cores")
         fenced = f", {usable} usable" if usable else ""
         return f"{hardware_identity['model']} ({hardware_identity['logical_cores']} cores{fenced})"
+    if "architecture" in hardware_identity:  # an AMD GPU
+        return f"{hardware_identity['name']} ({hardware_identity['architecture']})"
     if "compute_capability" not in hardware_identity:  # Apple's GPU
         return f"{hardware_identity['name']} ({hardware_identity['memory_gib']} GiB shared)"
     return f"{hardware_identity['name']} (sm_{hardware_identity['compute_capability']})"
@@ -120,6 +142,5 @@ def unmatched_gpus(
     devices: DictConfig | Mapping[str, ProbeDevice], hardware: Hardware
 ) -> list[GpuInfo]:
     """GPUs here that no configured device recognises."""
-    named = [d["recognise"].get("gpu_name") for d in devices.values()]
-    patterns = [p for p in named if p]
-    return [g for g in hardware["gpus"] if not any(re.search(p, g["name"]) for p in patterns)]
+    gpu_devices = [d for d in devices.values() if kind(d) != "cpu"]
+    return [g for g in hardware["gpus"] if not any(recognises(d, g) for d in gpu_devices)]

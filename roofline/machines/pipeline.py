@@ -32,6 +32,8 @@ HEADER = GENERATED + (
 # The pod's set-up and run: scripts/pod-setup installs uv (the standalone installer, which
 # works where the image's Python refuses pip, PEP 668), the locked environment, and a torch for
 # the host's driver where it is older than the lock's CUDA needs; UV_NO_SYNC keeps that torch.
+# The last step leaves the device's dvc.lock and results.json on the DVC remote for the
+# launcher (roofline.cloud): a managed job's pod leaves no cluster to fetch them from.
 POD_SETUP = """set -e
 bash scripts/pod-setup
 """
@@ -40,6 +42,7 @@ export PATH="$HOME/.local/bin:$PATH"
 uv run dvc pull --allow-missing
 uv run dvc repro
 uv run python -m roofline.sync push
+uv run python -m roofline.cloud --hand-back "$DEVICE"
 """
 SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # the DVC remote's, from your shell
 # Outputs of a device's stages, which git leaves to DVC.
@@ -319,7 +322,7 @@ def pipeline_files(devices: dict[str, DeviceParams], root: Path) -> dict[Path, s
     for name, dev in devices.items():
         files[device_dir(name) / "dvc.yaml"] = dump(device_pipeline(name, root))
         files[device_dir(name) / ".gitignore"] = "".join(f"/{out}\n" for out in DEVICE_OUTPUTS)
-        if dev["kind"] == "cuda" and dev["sky_accelerators"]:
+        if dev["kind"] in ("cuda", "rocm") and dev["sky_accelerators"]:
             launch = f"# Launch: uv run --group cloud python -m roofline.cloud {name}\n"
             files[task_path(name)] = dump(task_file(name, dev), GENERATED + launch)
     return files

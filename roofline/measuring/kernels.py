@@ -46,8 +46,13 @@ def unsupported_reason(
     native_dtypes: set[str] | None = None,
     compute_capability: str | None = None,
     shape: list[int] | None = None,
+    architecture: str | None = None,
 ) -> str | None:
-    """Why a dtype (at this shape) cannot be measured on this device, or None when it can."""
+    """Why a dtype (at this shape) cannot be measured on this device, or None when it can.
+    An AMD GPU (kind rocm) is judged by its `architecture` (gcnArchName), an NVIDIA one by its
+    `compute_capability`."""
+    from roofline.core.dtypes import float8_for, runs_on_rocm
+
     d = DTYPES[dtype]
     if device_kind == "cpu":
         if d.gpu_only:
@@ -61,7 +66,14 @@ def unsupported_reason(
         return None
     if device_kind == "mps" and (d.tf32 or d.scaled):
         return f"{dtype} is an NVIDIA tensor-core format; Apple's GPU has no {dtype} matmul"
-    if d.min_compute_capability and compute_capability is not None:
+    if device_kind == "rocm":
+        if architecture is not None and not runs_on_rocm(dtype, architecture):
+            base = architecture.split(":")[0]
+            instead = f"; this GPU's float8 is {float8_for(base)}" if d.scaled else ""
+            return f"{base} (ROCm) has no {dtype} matmul{instead}"
+    elif device_kind == "cuda" and not d.cuda:
+        return f"{dtype} is an AMD (ROCm) format; NVIDIA's GPUs take float8_e4m3fn"
+    if device_kind == "cuda" and d.min_compute_capability and compute_capability is not None:
         have = tuple(int(x) for x in compute_capability.split("."))
         if have < d.min_compute_capability:
             need = ".".join(map(str, d.min_compute_capability))

@@ -25,6 +25,7 @@ from typing import Any, TypedDict, cast
 import torch
 
 from roofline.core import arithmetic as ar
+from roofline.core.dtypes import float8_for
 from roofline.core.errors import RooflineError
 from roofline.core.schema import THREADS_KNOB, KnobMeasurement
 from roofline.device.description import CpuInfo, Found, GpuInfo
@@ -184,6 +185,8 @@ def cpu_knobs(target: Target, found: CpuInfo, config: Any, s: Settings) -> list[
 def gpu_knobs(target: Target, found: GpuInfo, config: Any, s: Settings, tuning: Path) -> list[Knob]:
     shape, small, l2 = list(config.shape), list(config.small_shape), list(config.l2_shape)
     kind, capability = target.kind, found.get("compute_capability")
+    architecture = found.get("architecture")  # an AMD GPU's (ROCm); None on NVIDIA
+    fp8 = float8_for(architecture)  # float8_e4m3fnuz on MI300 (gfx94x), else OCP's
     timer = kind.timer()
 
     def side(label: str, dtype: str, size: list[int], **options: Any) -> Side:
@@ -193,7 +196,8 @@ def gpu_knobs(target: Target, found: GpuInfo, config: Any, s: Settings, tuning: 
         return in_process(label, prepared, timer, s, around)
 
     def needs(dtype: str, size: list[int]) -> None:
-        reason = unsupported_reason(dtype, "cuda", None, capability, size)
+        gpu = "rocm" if architecture else "cuda"  # the kind of GPU its description is
+        reason = unsupported_reason(dtype, gpu, None, capability, size, architecture)
         if reason:
             raise Unavailable(reason)
 
@@ -206,11 +210,8 @@ def gpu_knobs(target: Target, found: GpuInfo, config: Any, s: Settings, tuning: 
         return sides
 
     def fast_accumulation() -> tuple[Side, Side]:
-        needs("float8_e4m3fn", shape)
-        return (
-            side("exact", "float8_e4m3fn", shape),
-            side("fast", "float8_e4m3fn", shape, fast_accum=True),
-        )
+        needs(fp8, shape)
+        return side("exact", fp8, shape), side("fast", fp8, shape, fast_accum=True)
 
     def tunable_op() -> tuple[Side, Side]:
         offered, which = kind.tunable_offers()
@@ -221,7 +222,7 @@ def gpu_knobs(target: Target, found: GpuInfo, config: Any, s: Settings, tuning: 
                 f"TunableOp offers 1 solution on this build ({which}): nothing to tune"
             )
         heuristic = side(
-            "cuBLASLt's heuristic", "float16", shape, around=lambda: kind.tunable(False, tuning)
+            f"{kind.blas}'s heuristic", "float16", shape, around=lambda: kind.tunable(False, tuning)
         )
         picked = len(kind.tuned_solutions())
         tuned = side(
@@ -278,17 +279,17 @@ def gpu_knobs(target: Target, found: GpuInfo, config: Any, s: Settings, tuning: 
         Knob(
             "float16 -> float8",
             "float16",
-            "float8_e4m3fn",
-            "float8_e4m3fn",
+            fp8,
+            fp8,
             shape,
             False,
-            ladder("float16", "float8_e4m3fn"),
+            ladder("float16", fp8),
         ),
         Knob(
             "float8 fast accumulation",
             "exact",
             "fast",
-            "float8_e4m3fn",
+            fp8,
             shape,
             False,
             fast_accumulation,
@@ -334,7 +335,7 @@ def knobs_for(target: Target, found: Found, config: Any, s: Settings, tuning: Pa
     """The knobs of the device `target` is (`found`: its part of the description, that kind's)."""
     if target.kind.name == "cpu":
         return cpu_knobs(target, cast(CpuInfo, found), config.cpu, s)
-    if target.kind.name == "cuda":
+    if target.kind.name in ("cuda", "rocm"):  # ROCm keeps torch.cuda's API: the same knobs
         return gpu_knobs(target, cast(GpuInfo, found), config.cuda, s, tuning)
     return []
 

@@ -76,7 +76,7 @@ def cpu_target(found: CpuInfo) -> Target:
 
 
 def gpu_target(found: GpuInfo, log: Callable[[str], None]) -> Target:
-    kind = kinds.Cuda(found["index"], found.get("uuid"))
+    kind = kinds.gpu(found)  # an NVIDIA GPU, or an AMD one through ROCm's torch.cuda
     if kind.telemetry_error:
         log(kind.telemetry_error)
     return Target(kind, found.get("l2_bytes"), found["memory_bytes"], None)
@@ -120,7 +120,12 @@ def measure_point(
     could not be learnt (standard error by default)."""
     gpu = cast(GpuInfo, found)  # its GPU fields, read with .get: a CPU's part has none
     skip = backends.unsupported(backend, dtype, target.kind.name) or unsupported_reason(
-        dtype, target.kind.name, target.native, gpu.get("compute_capability"), shape
+        dtype,
+        target.kind.name,
+        target.native,
+        gpu.get("compute_capability"),
+        shape,
+        gpu.get("architecture"),
     )
     if skip:
         return empty(name, dtype, shape, "skipped", skip, backend)

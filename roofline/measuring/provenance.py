@@ -28,11 +28,13 @@ def versions() -> dict[str, str | None]:
         "mkl": mkl.group(1) if mkl else None,
         "onednn": onednn.group(1) if onednn else None,
         "cuda": torch.version.cuda,
+        "hip": torch.version.hip,  # ROCm's torch: an AMD GPU through the torch.cuda API
         "cudnn": str(torch.backends.cudnn.version()) if torch.cuda.is_available() else None,
         "dvc": dist("dvc"),
         "hydra-core": dist("hydra-core"),
         "omegaconf": dist("omegaconf"),
         "nvidia-ml-py": dist("nvidia-ml-py"),
+        "amdsmi": dist("amdsmi"),
     }
 
 

@@ -34,6 +34,7 @@ from roofline.interpretation.ceilings import (
 from roofline.interpretation.interpret import (
     PUBLISHED_CAUSES,
     PUBLISHED_MARGIN,
+    best_shape_figures,
     judge,
     published_figure,
 )
@@ -100,6 +101,8 @@ def library(entry: DeviceEntry, backend: str, dtype: str) -> str:
     if entry.kind != "cpu":
         if entry.kind == "mps":
             return f"torch {run.versions.torch} (mps)"
+        if entry.kind == "rocm":  # torch.cuda's API over HIP: no CUDA, no cuBLASLt
+            return f"torch {run.versions.torch} (ROCm: hipBLASLt), driver {run.details.driver}"
         return (
             f"torch {run.versions.torch}, CUDA {run.versions.cuda}, cuBLASLt "
             f"{run.details.cublaslt}, driver {run.details.driver}"
@@ -803,6 +806,19 @@ def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:
 
 
 # A published figure's window (roofline.interpretation.lab_schema.WINDOWS) in a reader's words.
+def best_shape_sentence(entry: DeviceEntry, head: Any) -> str:
+    """Figures published at their source's best shape for this dtype (a vendor's "max
+    achievable"), beside the headline as such: a different shape, so never a verdict on it."""
+    figures = best_shape_figures(entry.datasheet.published, head.dtype)
+    return " ".join(
+        f"Published at its source's best shape, {'×'.join(map(str, f.shape))} (not "
+        f"{head.m}×{head.n}×{head.k}): {f.tflops:g} TFLOP/s {head.dtype}, "
+        f"{WINDOW_WORDS[f.window]} ({f.source}); this run's {head.m}×{head.n}×{head.k} is "
+        f"{head.achieved_tflops / f.tflops:.0%} of it, shown for scale, not judged against it."
+        for f in figures
+    )
+
+
 WINDOW_WORDS = {
     "burst": "a burst",
     "sustained": "sustained",
@@ -917,6 +933,8 @@ def summary_paragraph(
         )
         below = head.achieved_tflops < (1 - PUBLISHED_MARGIN) * figure.tflops
         sentences.append(text + (f": check {PUBLISHED_CAUSES}." if below else "."))
+    if best := best_shape_sentence(entry, head):
+        sentences.append(best)
     if sustained := sustained_sentence(entry, rows[rows.device == name]):
         sentences.append(sustained)
     cause, attributed = cause_sentence(name, entry, rows, head, knobs)

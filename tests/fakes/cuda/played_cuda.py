@@ -98,6 +98,39 @@ A100_MIG = {
     "kernels": SM80_KERNELS,
 }
 
+# An AMD Instinct MI300X through ROCm's torch: its architecture as torch's gcnArchName gives it
+# ("gfx942:sramecc+:xnack-", from rocminfo on MI300X hosts), 304 CUs and 2100 MHz (AMD's
+# datasheet), 192 GB of HBM3 of which torch reports 196288 MiB (a public rocminfo dump of an
+# MI300X VF: globalMemoryMiB 196288); 750 W (AMD's MI300X OAM). No kernel names: no public
+# hipBLASLt kernel name for these GEMMs is cited here, so the profiler shows none, as the
+# stand-in does for a dtype it has no name for. amdsmi's fields (tests/fakes/cuda/amdsmi.py).
+MI300X = {
+    "name": "AMD Instinct MI300X",
+    "market_name": "AMD Instinct MI300X",
+    "gcn_arch": "gfx942:sramecc+:xnack-",
+    "gfx": 0x942,
+    "capability": [9, 4],  # torch's major.minor of gfx942
+    "sm_count": 304,
+    "cu_count": 304,
+    "memory_bytes": 196288 * MIB,
+    "l2_bytes": 4 * MIB,  # hipDeviceProp's l2CacheSize: one XCD's 4 MB L2
+    "uuid": "1a2b3c4d-0000-4000-8000-000000000300",
+    "power_cap_w": 750.0,
+    "max_gfx_mhz": 2100,
+    "max_mem_mhz": 1300,
+    "gfx_mhz": 1300,
+    "mem_mhz": 1300,
+    "power_w": 740.0,
+    "temp_c": 70,
+    "sm_mhz": 1300,  # torch.cuda._sleep's clock
+    "violations": ("active_ppt_pwr",),  # at its power cap (PVIOL)
+    "kernels": {},
+}
+# ROCm's build whose HIP names every AMD GPU "AMD Radeon Graphics": its gfx942 says what it is.
+MI300X_RADEON = dict(MI300X, name="AMD Radeon Graphics")
+# torch.version.hip on the played ROCm hosts: a played build, not a real one's string.
+PLAYED_HIP = "6.4.0-played"
+
 # Machines to play: a list of physical GPUs (NVML's order) and how the host's NVML behaves.
 # TunableOp's played search picks "tunable_winner" (default "Default": cuBLAS's own call won);
 # "cupti": false plays a host whose torch profiler cannot trace CUDA kernels.
@@ -136,6 +169,16 @@ MACHINES = {
                 speed=0.1,
             ),
         ],
+    },
+    # An MI300X host: no NVIDIA driver, so no libnvidia-ml.so.1; amdsmi answers instead.
+    "mi300x": {"driver": "6.12.12", "gpus": [MI300X], "nvml": "absent"},
+    "mi300x_radeon": {"driver": "6.12.12", "gpus": [MI300X_RADEON], "nvml": "absent"},
+    # An MI300X VM guest without the energy counter.
+    "mi300x_vm": {
+        "driver": "6.12.12",
+        "gpus": [MI300X],
+        "nvml": "absent",
+        "amdsmi_refused": ("amdsmi_get_energy_count",),
     },
     # A shared GPU: another process computes on it.
     "shared": {
@@ -272,6 +315,47 @@ def _check_scaled_mm(a: object, b: object, scales: list) -> None:
             )
 
 
+def is_rocm() -> bool:
+    """Whether the played GPUs are AMD's, reached through ROCm's torch."""
+    return any("gcn_arch" in g for g in state.machine["gpus"])
+
+
+# A float8 matmul of the other vendor's float8 refused, as hipBLASLt on gfx942 has no OCP
+# float8 kernel (torch's testing/_internal/common_cuda.py: "gfx120 and gfx95 only support
+# OCP"; triton's hipBLASLt test skips float8_e4m3fn unless CDNA4) and CUDA has no fnuz one.
+# The words are the stand-in's own: a real refusal's text was not found to quote.
+WRONG_FLOAT8 = "played: {where} has no {dtype} matmul (its float8 is {wanted})"
+
+
+def _check_float8_kind(dtype: object) -> None:
+    import torch
+
+    name = str(dtype).removeprefix("torch.")
+    arch = gpu(state.visible()[state.current]).get("gcn_arch", "")
+    wanted = "float8_e4m3fnuz" if arch.startswith("gfx94") else "float8_e4m3fn"
+    if dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz) and name != wanted:
+        where = f"{arch.split(':')[0]} (hipBLASLt)" if arch else "CUDA (cuBLASLt)"
+        raise RuntimeError(WRONG_FLOAT8.format(where=where, dtype=name, wanted=wanted))
+
+
+def _fnuz_scaled_mm(func: object, args: tuple, kwargs: dict):
+    """hipBLASLt's fnuz float8 GEMM, played: this CPU's torch has no fnuz scaled matmul, so the
+    product of the operands as float32 (hipBLASLt accumulates in float32), scaled, in C's dtype.
+    None for any other op."""
+    import torch
+
+    if not _op(func).startswith("_scaled_mm"):
+        return None
+    named = _arguments(func, args, kwargs)
+    a, b = named.get("self", named.get("mat_a")), named.get("mat2", named.get("mat_b"))
+    if a.dtype != torch.float8_e4m3fnuz:
+        return None
+    scales = [named["scale_a"], named["scale_b"]]
+    scales = [s[0] if isinstance(s, list | tuple) else s for s in scales]
+    out = (a.float() @ b.float()) * scales[0] * scales[1]
+    return out.to(named.get("out_dtype") or torch.bfloat16)
+
+
 def _before(func: object, args: tuple, kwargs: dict) -> None:
     """Refuse what a GPU refuses before running an op."""
     op = _op(func)
@@ -283,6 +367,7 @@ def _before(func: object, args: tuple, kwargs: dict) -> None:
     if op.startswith("_scaled_mm"):
         named = _arguments(func, args, kwargs)
         a, b = named.get("self", named.get("mat_a")), named.get("mat2", named.get("mat_b"))
+        _check_float8_kind(a.dtype)
         scales = [named["scale_a"], named["scale_b"]]
         scales = [s[0] if isinstance(s, list | tuple) else s for s in scales]
         _check_scaled_mm(a, b, scales)
@@ -572,7 +657,8 @@ def _device_mode():
             _before(func, args, kwargs)
             _tune(func, args)
             started = time.perf_counter_ns()
-            out = func(*args, **kwargs)
+            out = _fnuz_scaled_mm(func, args, kwargs)
+            out = func(*args, **kwargs) if out is None else out
             _slow_down(func, started)
             _profile(func, args, started)
             outputs = _tensors(out)
@@ -797,7 +883,9 @@ def _props(index: int):
     from types import SimpleNamespace
 
     g = gpu(state.visible()[index])
+    rocm = {"gcnArchName": g["gcn_arch"]} if "gcn_arch" in g else {}  # HIP's only
     return SimpleNamespace(
+        **rocm,
         name=g["name"],
         major=g["capability"][0],
         minor=g["capability"][1],
@@ -879,6 +967,9 @@ def play_torch(torch, setattr_=setattr) -> None:
         setattr_(torch.cuda, attribute, value)
     for attribute, value in _tunable_hooks().items():
         setattr_(torch._C, attribute, value)
+    if is_rocm():  # ROCm's torch: a HIP build, no CUDA version
+        setattr_(torch.version, "hip", PLAYED_HIP)
+        setattr_(torch.version, "cuda", None)
     import torch.autograd.profiler  # imported by torch itself; named here for what is set
 
     for attribute, value in _profiler_hooks().items():  # where torch's profiler looks them up

@@ -1,0 +1,196 @@
+"""AMD GPU telemetry through amdsmi (ROCm's SMI library, the `amdsmi` package), behind the
+interface the NVML sampler offers (roofline.device.telemetry): the same `Sampler` reads these
+fields one by one, the energy counter at both ends and the other processes, and `summarize`
+turns its samples into a row's fields unchanged.
+
+amdsmi's Python package loads libamd_smi.so when it is imported: where ROCm is not installed
+the import raises (KeyError 'libamd_smi.so', after printing to stdout, which `load` keeps out
+of the probe's output). Each call here reads one figure; a call the driver or a VM guest does
+not support raises amdsmi's AmdSmiLibraryException, which the sampler records per field.
+
+What amdsmi 7.0's Python API returns (amdsmi/amdsmi_interface.py): clocks in MHz
+(amdsmi_get_clock_info), socket power in W (amdsmi_get_power_info's current_socket_power, the
+MI300 series'; average_socket_power on earlier GPUs), the power cap in microwatts
+(amdsmi_get_power_cap_info), the energy counter as a count of `counter_resolution` microjoules
+(amdsmi_get_energy_count), temperatures in degrees C (amdsmi_get_temp_metric), and whether a
+throttle is active now (amdsmi_get_violation_status, amd-smi's PVIOL and TVIOL)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from roofline.device.description import NvmlLimits
+
+# amdsmi's violation flags as the NVML clock-event reasons the rows name (telemetry's
+# CLOCK_EVENT_REASONS), where they mean the same: package power tracking (PVIOL) is the power
+# cap; socket thermal (TVIOL) the software thermal limit; PROCHOT, a voltage regulator's or
+# HBM's thermal limit, a hardware thermal slowdown.
+VIOLATIONS = {
+    "active_ppt_pwr": 0x4,  # sw_power_cap
+    "active_socket_thrm": 0x20,  # sw_thermal_slowdown
+    "active_prochot_thrm": 0x40,  # hw_thermal_slowdown
+    "active_vr_thrm": 0x40,
+    "active_hbm_thrm": 0x40,
+}
+# The ROCm kernel driver's device node: a ROCm runtime (a container's too) needs it.
+KFD = Path("/dev/kfd")
+_loaded: list = []  # amdsmi, initialised, once per process
+
+
+def load() -> Any:
+    """amdsmi, initialised for AMD GPUs (once per process); raises where it cannot be: no
+    libamd_smi.so (the import's own error), or no AMD GPU driver (amdsmi_init's)."""
+    if _loaded:
+        return _loaded[0]
+    with contextlib.redirect_stdout(io.StringIO()):  # its import prints where it fails
+        import amdsmi
+    amdsmi.amdsmi_init(amdsmi.AmdSmiInitFlags.INIT_AMD_GPUS)
+    _loaded.append(amdsmi)
+    return amdsmi
+
+
+def gpu_count() -> int | None:
+    """AMD GPUs amdsmi reports; None when it cannot say but a ROCm driver is here (/dev/kfd:
+    then only torch can tell), 0 where neither amdsmi nor a ROCm driver is."""
+    try:
+        amdsmi = load()
+        return len(amdsmi.amdsmi_get_processor_handles())
+    except Exception:  # no libamd_smi.so, or amdsmi_init refused: no usable amdsmi here
+        return None if KFD.exists() else 0
+
+
+def architecture(gcn_arch_name: str) -> str:
+    """An AMD GPU's architecture from torch's gcnArchName: "gfx942:sramecc+:xnack-" is gfx942
+    (the rest are its feature flags)."""
+    return gcn_arch_name.split(":")[0]
+
+
+# Variables that renumber the GPUs a ROCm process sees (amdsmi lists every GPU of the host).
+VISIBLE = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+
+
+def open_gpu(uuid: str | None, index: int) -> Any:
+    """amdsmi's handle of the GPU torch calls `index` with this UUID: by UUID where amdsmi
+    reports the same one; else by index, only where nothing renumbered the GPUs torch sees and
+    amdsmi lists as many (its order is the host's)."""
+    amdsmi = load()
+    handles = amdsmi.amdsmi_get_processor_handles()
+    wanted = (uuid or "").lower().removeprefix("gpu-")
+    for handle in handles:
+        try:
+            if wanted and amdsmi.amdsmi_get_gpu_device_uuid(handle).lower() == wanted:
+                return handle
+        except amdsmi.AmdSmiException:
+            continue
+    import torch
+
+    renumbered = [name for name in VISIBLE if os.environ.get(name)]
+    if not renumbered and len(handles) == torch.cuda.device_count() and index < len(handles):
+        return handles[index]
+    raise LookupError(
+        f"amdsmi has no GPU with torch's UUID {uuid}, and its order cannot stand in for it "
+        f"({', '.join(renumbered) or 'a different GPU count'})"
+    )
+
+
+def limits(uuid: str | None, index: int) -> NvmlLimits:
+    """What amdsmi says of one GPU that the probe records: driver, power cap, maximum clocks; a
+    field it refuses is left out and named in `smi_error`."""
+    try:
+        amdsmi = load()
+        handle = open_gpu(uuid, index)
+    except Exception as err:  # amdsmi missing or refusing: keep what torch told us
+        return {"smi_error": f"amdsmi: {type(err).__name__}: {err}"}
+    reads: dict[str, Callable[[], Any]] = {
+        "driver": lambda: amdsmi.amdsmi_get_gpu_driver_info(handle)["driver_version"],
+        "power_limit_w": lambda: amdsmi.amdsmi_get_power_cap_info(handle)["power_cap"] / 1e6,
+        "max_sm_clock_mhz": lambda: clock(handle, "GFX", "max_clk"),
+        "max_mem_clock_mhz": lambda: clock(handle, "MEM", "max_clk"),
+    }
+    out: dict[str, Any] = {}
+    errors = []
+    for key, read in reads.items():
+        try:
+            out[key] = read()
+        except Exception as err:
+            errors.append(f"{key}: {type(err).__name__}: {err}")
+    if errors:
+        out["smi_error"] = "amdsmi: " + "; ".join(errors)
+    return out  # type: ignore[return-value]
+
+
+def clock(handle: Any, which: str, key: str = "clk") -> float:
+    """A clock in MHz: GFX (the compute clock, NVML's SM clock) or MEM (HBM)."""
+    amdsmi = load()
+    value = amdsmi.amdsmi_get_clock_info(handle, getattr(amdsmi.AmdSmiClkType, which))[key]
+    if value == "N/A":
+        raise LookupError(f"amdsmi reports no {which} {key}")
+    return value
+
+
+def power_w(handle: Any) -> float:
+    """Socket power now, in W: current_socket_power on the MI300 series, average_socket_power
+    where only that is reported ("N/A": not reported)."""
+    amdsmi = load()
+    info = amdsmi.amdsmi_get_power_info(handle)
+    for key in ("current_socket_power", "average_socket_power"):
+        if info.get(key) not in (None, "N/A"):
+            return float(info[key])
+    raise LookupError("amdsmi reports no socket power")
+
+
+def temperature_c(handle: Any) -> float:
+    amdsmi = load()
+    return amdsmi.amdsmi_get_temp_metric(
+        handle, amdsmi.AmdSmiTemperatureType.HOTSPOT, amdsmi.AmdSmiTemperatureMetric.CURRENT
+    )
+
+
+def reasons(handle: Any) -> int:
+    """What holds the clock now, as NVML's clock-event bits (VIOLATIONS)."""
+    amdsmi = load()
+    status = amdsmi.amdsmi_get_violation_status(handle)
+    mask = 0
+    for key, bit in VIOLATIONS.items():
+        if status.get(key) is True:  # "N/A" where this GPU does not report it
+            mask |= bit
+    return mask
+
+
+def fields() -> dict[str, Callable[[Any], float]]:
+    """What one sample reads, field by field, under the NVML sampler's names."""
+    return {
+        "sm_mhz": lambda h: clock(h, "GFX"),
+        "mem_mhz": lambda h: clock(h, "MEM"),
+        "power_w": power_w,
+        "temp_c": temperature_c,
+        "reasons": reasons,
+    }
+
+
+def energy_j(handle: Any) -> float:
+    """The energy counter in joules: its count times its resolution (microjoules)."""
+    amdsmi = load()
+    count = amdsmi.amdsmi_get_energy_count(handle)
+    return count["energy_accumulator"] * count["counter_resolution"] / 1e6
+
+
+def processes(handle: Any) -> list[dict]:
+    """Every process using the GPU, as amdsmi lists them (name, pid, mem, ...)."""
+    return list(load().amdsmi_get_gpu_process_list(handle))
+
+
+def other_processes(handle: Any, own_pids: set[int] = frozenset()) -> list[str]:
+    """Other processes on the GPU: a shared GPU measures less than its own."""
+    found = []
+    for process in processes(handle):
+        if process["pid"] == os.getpid() or process["pid"] in own_pids:
+            continue
+        memory = f", {process['mem'] / 2**30:.1f} GiB" if process.get("mem") else ""
+        found.append(f"pid {process['pid']} {process['name']}{memory}")
+    return found

@@ -1,0 +1,335 @@
+"""An AMD GPU as a device (kind rocm): the MI300X recognised by its architecture, its float8
+chosen by architecture, amdsmi's telemetry in the rows, AMD's best-shape figures shown as such;
+and the ROCm stand-in (tests/fakes/cuda: played MI300X hosts, a played amdsmi) held to the
+installed torch and amdsmi. End to end through `dvc repro` and `scripts/gpu-check`."""
+
+import ast
+import inspect
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from roofline.gpu_suite import device_files, match
+from roofline.machines.identity import find_device, identity, recognises, unmatched_gpus
+from tests.machines import ROOT, STAND_IN, clone, dvc, make_project, results, run
+
+DEVICES = device_files(ROOT / "conf/device")
+AMDSMI = Path(__import__("importlib").util.find_spec("amdsmi").origin).parent
+
+
+def amd_gpu(name="AMD Instinct MI300X", architecture="gfx942") -> dict:
+    return {
+        "index": 0,
+        "name": name,
+        "compute_capability": "9.4",
+        "architecture": architecture,
+        "sm_count": 304,
+        "memory_bytes": 196288 << 20,
+    }
+
+
+# ---- recognised by its architecture, or its name ---------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["AMD Instinct MI300X", "AMD Radeon Graphics"])
+def test_an_mi300x_is_recognised_by_its_architecture_whatever_rocm_names_it(name):
+    gpu = amd_gpu(name)
+    found = [n for n, d in DEVICES.items() if find_device(d, {"cpu": {}, "gpus": [gpu]})]
+    assert found == ["mi300x"]
+    assert unmatched_gpus(DEVICES, {"cpu": {}, "gpus": [gpu]}) == []
+    # The same hardware whatever its name: the architecture where NVIDIA has a capability.
+    assert identity("rocm", gpu)["architecture"] == "gfx942"
+    assert "compute_capability" not in identity("rocm", gpu)
+
+
+def test_an_amd_gpu_is_never_an_nvidia_device_nor_the_reverse():
+    mi300x = DEVICES["mi300x"]
+    assert not recognises(mi300x, amd_gpu("AMD Instinct MI250X", "gfx90a"))  # not this device
+    nvidia = {**amd_gpu("AMD Instinct MI300X"), "architecture": None}  # no architecture
+    del nvidia["architecture"]
+    assert not recognises(mi300x, nvidia)
+    assert not recognises(DEVICES["h100"], dict(amd_gpu(), name="NVIDIA H100 80GB HBM3"))
+    unknown = amd_gpu("AMD Instinct MI355X", "gfx950")
+    assert unmatched_gpus(DEVICES, {"cpu": {}, "gpus": [unknown]}) == [unknown]
+
+
+def test_the_mi300x_line_is_its_datasheets_and_the_radeon_name_gets_none(capsys):
+    name, dev = match(amd_gpu(), DEVICES)
+    assert name == "mi300x" and dev["sku"] == "MI300X OAM 192GB" and not dev["missing"]
+    peaks = dev["peak_tflops"]
+    assert (peaks["float16"], peaks["bfloat16"], peaks["float8_e4m3fnuz"]) == (
+        1307.4,
+        1307.4,
+        2614.9,
+    )
+    assert (peaks["tf32"], peaks["float32"], dev["memory_bandwidth_gbps"]) == (653.7, 163.4, 5300)
+    # 304 CUs x 2048 dense FP16 FLOP per clock x 2100 MHz: the datasheet's peak.
+    assert 304 * 2048 * dev["peak_clock_mhz"] / 1e6 == pytest.approx(1307.4, abs=0.05)
+    name, dev = match(amd_gpu("AMD Radeon Graphics"), DEVICES)
+    assert name == "mi300x" and dev["peak_tflops"] == {}  # which MI300 it is: not said
+    assert "no datasheet for 'AMD Radeon Graphics'" in capsys.readouterr().out
+
+
+# ---- float8 by architecture ------------------------------------------------------------------
+
+
+def test_float8_is_chosen_by_architecture_and_the_other_one_is_skipped_with_a_reason():
+    from roofline.core.dtypes import float8_for
+    from roofline.gpu_suite import suite_dtypes
+    from roofline.measuring.kernels import unsupported_reason as why
+
+    assert float8_for("gfx942") == "float8_e4m3fnuz" and float8_for("gfx950") == "float8_e4m3fn"
+    assert float8_for(None) == "float8_e4m3fn"  # NVIDIA's
+    assert "float8_e4m3fnuz" in suite_dtypes(amd_gpu())
+    assert "float8_e4m3fn" not in suite_dtypes(amd_gpu())
+    said = why("float8_e4m3fn", "rocm", None, "9.4", [64] * 3, "gfx942:sramecc+:xnack-")
+    assert said == "gfx942 (ROCm) has no float8_e4m3fn matmul; this GPU's float8 is float8_e4m3fnuz"
+    assert why("float8_e4m3fnuz", "rocm", None, "9.4", [64] * 3, "gfx942") is None
+    assert why("tf32", "rocm", None, "9.5", None, "gfx950") == "gfx950 (ROCm) has no tf32 matmul"
+    assert "NVIDIA's GPUs take float8_e4m3fn" in why("float8_e4m3fnuz", "cuda", None, "9.0")
+
+
+# ---- AMD's best-shape figures: beside ours, never a yardstick --------------------------------
+
+
+def test_a_best_shape_figure_is_shown_as_such_and_never_flags_the_lab_shape():
+    import pandas as pd
+
+    from roofline.interpretation.interpret import judge
+    from roofline.interpretation.rows import KNOB_COLUMNS
+    from roofline.rendering.report import summary_paragraph
+    from tests.conftest import measured_row
+    from tests.manifests import entry as manifest_entry
+
+    published = DEVICES["mi300x"]["skus"]["oam"]["published"]
+    assert all(p["best_shape"] and p["shape"] != [8192] * 3 for p in published)
+    # Even a best-shape figure written at the lab's own shape never becomes its yardstick.
+    published = [*published, {**published[0], "shape": [8192] * 3}]
+    n = 8192
+    head = measured_row(
+        "mi300x", "float16", [n] * 3, [2 * n**3 / 400e12], 1307.4, "datasheet (dense)", 0.0
+    )
+    entry = manifest_entry(kind="rocm", datasheet={"published": published})
+    figure, verdict = judge(entry, head)
+    assert figure is None and verdict.flags == []  # 400 is far below 654: no flag
+    rows = pd.DataFrame([__import__("dataclasses").asdict(head)])
+    summary = summary_paragraph("mi300x", entry, rows, pd.DataFrame(columns=KNOB_COLUMNS))[0]
+    assert "Published at its source's best shape, 4096×4864×32896 (not 8192×8192×8192)" in summary
+    assert "654 TFLOP/s float16, a burst (AMD, ROCm/rocm-blogs" in summary
+    assert (
+        "this run's 8192×8192×8192 is 61% of it, shown for scale, not judged against it" in summary
+    )
+    assert "below published" not in summary and "Published for this SKU" not in summary
+
+
+# ---- the ROCm stand-in, held to the installed torch and amdsmi --------------------------------
+
+
+def wrapper_symbols() -> set[str]:
+    """The C functions the installed amdsmi's wrapper binds from libamd_smi.so."""
+    text = (AMDSMI / "amdsmi_wrapper.py").read_text(encoding="utf-8")
+    return set(re.findall(r"^(\w+) = _libraries\['libamd_smi\.so'\]\.\1$", text, re.M))
+
+
+def test_the_played_amdsmi_plays_only_c_functions_the_installed_one_binds(played):
+    played("mi300x")
+    import amdsmi as played_amdsmi
+
+    spec = __import__("importlib").util.spec_from_file_location("x", STAND_IN / "amdsmi.py")
+    assert set(vars(sys.modules["amdsmi"])) >= {"amdsmi_init", "AmdSmiLibraryException"}
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    played_symbols = {
+        d.args[0].value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef)
+        for d in node.decorator_list
+        if isinstance(d, ast.Call) and getattr(d.func, "id", "") == "_plays"
+    }
+    assert played_symbols and played_symbols <= wrapper_symbols()
+    # Its Python is the installed package's, unchanged: same functions, same signatures.
+    real = (AMDSMI / "amdsmi_interface.py").read_text(encoding="utf-8")
+    for name in ("amdsmi_get_clock_info", "amdsmi_get_power_info", "amdsmi_get_energy_count"):
+        function = getattr(played_amdsmi, name)
+        assert inspect.getsourcefile(function).endswith("amdsmi/amdsmi_interface.py")
+        assert f"def {name}(" in real
+
+
+def test_the_played_mi300x_answers_as_amdsmi_does_and_refuses_what_a_vm_refuses(played):
+    played("mi300x")
+    import amdsmi
+
+    with pytest.raises(amdsmi.AmdSmiLibraryException) as early:
+        amdsmi.amdsmi_get_processor_handles()  # before amdsmi_init
+    assert early.value.get_error_code() == amdsmi.amdsmi_wrapper.AMDSMI_STATUS_NOT_INIT
+    amdsmi.amdsmi_init(amdsmi.AmdSmiInitFlags.INIT_AMD_GPUS)
+    (handle,) = amdsmi.amdsmi_get_processor_handles()
+    asic = amdsmi.amdsmi_get_gpu_asic_info(handle)
+    assert asic["market_name"] == "AMD Instinct MI300X"
+    assert asic["target_graphics_version"] == "gfx942" and asic["num_compute_units"] == 304
+    clock = amdsmi.amdsmi_get_clock_info(handle, amdsmi.AmdSmiClkType.GFX)
+    assert clock["max_clk"] == 2100 and set(clock) >= {"clk", "min_clk", "clk_locked"}
+    assert amdsmi.amdsmi_get_power_info(handle)["average_socket_power"] == "N/A"
+    energy = amdsmi.amdsmi_get_energy_count(handle)
+    assert set(energy) == {"energy_accumulator", "counter_resolution", "timestamp"}
+    status = amdsmi.amdsmi_get_violation_status(handle)
+    assert status["active_ppt_pwr"] is True and status["active_socket_thrm"] is False
+    with pytest.raises(amdsmi.AmdSmiParameterException):
+        amdsmi.amdsmi_get_clock_info(handle, 0)  # not an AmdSmiClkType: refused by its Python
+    played("mi300x_vm")
+    import amdsmi
+
+    amdsmi.amdsmi_init()
+    (handle,) = amdsmi.amdsmi_get_processor_handles()
+    with pytest.raises(amdsmi.AmdSmiLibraryException) as refused:
+        amdsmi.amdsmi_get_energy_count(handle)
+    assert refused.value.get_error_code() == amdsmi.amdsmi_wrapper.AMDSMI_STATUS_NOT_SUPPORTED
+
+
+def test_each_vendors_library_fails_on_the_others_host_as_the_real_one_does(played, capsys):
+    code = "import amdsmi"  # the installed package, on this host without ROCm
+    real = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/")
+    assert real.returncode == 1 and "KeyError: 'libamd_smi.so'" in real.stderr
+    played("h100")
+    with pytest.raises(KeyError, match=r"libamd_smi\.so"):
+        import amdsmi  # noqa: F401
+    assert "Unable to find libamd_smi.so" in capsys.readouterr().out  # as the real one prints
+    played("mi300x")
+    import pynvml
+
+    with pytest.raises(pynvml.NVMLError_LibraryNotFound):
+        pynvml.nvmlInit()  # no NVIDIA driver on an AMD host
+
+
+def test_the_played_rocm_torch_is_a_hip_build_with_fnuz_float8_only(played):
+    played("mi300x")
+    assert torch.version.hip and torch.version.cuda is None
+    props = torch.cuda.get_device_properties(0)
+    assert props.gcnArchName == "gfx942:sramecc+:xnack-" and props.multi_processor_count == 304
+    # The installed torch's property names: gcnArchName is a real one (HIP's).
+    stub = (Path(torch.__file__).parent / "_C/__init__.pyi").read_text(encoding="utf-8")
+    assert "    gcnArchName: str" in stub
+    f = torch.nn.functional
+    one, whole = torch.ones(()), f.ScalingType.TensorWise
+
+    def scaled(dtype):
+        a = torch.randn(32, 32).to(dtype)
+        b = torch.randn(32, 32).to(dtype).t().contiguous().t()
+        out = f.scaled_mm(a, b, one, whole, one, whole, output_dtype=torch.bfloat16)
+        return out, (a.float() @ b.float()).to(torch.bfloat16)
+
+    out, expected = scaled(torch.float8_e4m3fnuz)
+    assert torch.equal(out, expected)
+    with pytest.raises(RuntimeError, match="gfx942 \\(hipBLASLt\\) has no float8_e4m3fn"):
+        scaled(torch.float8_e4m3fn)
+
+
+def test_the_probe_records_the_architecture_and_amdsmis_limits(played):
+    from roofline.device import kinds
+    from roofline.device.hardware import gpu_info
+
+    played("mi300x_radeon")
+    (gpu,) = gpu_info()
+    assert gpu["name"] == "AMD Radeon Graphics" and gpu["architecture"] == "gfx942"
+    assert gpu["hip"] and "cublaslt" not in gpu and "nvml_error" not in gpu
+    assert (gpu["driver"], gpu["power_limit_w"], gpu["max_sm_clock_mhz"]) == ("6.12.12", 750, 2100)
+    assert find_device(DEVICES["mi300x"], {"cpu": {}, "gpus": [gpu]}) is gpu
+    kind = kinds.gpu(gpu)
+    assert isinstance(kind, kinds.Rocm) and kind.blas == "hipBLASLt" and not kind.telemetry_error
+    assert kind.tunable_offers() == (0, "rocBLAS's and hipBLASLt's solutions (ROCm)")
+
+
+def test_without_amdsmi_the_rows_say_telemetry_is_missing(played, monkeypatch):
+    from roofline.device.hardware import gpu_info
+    from roofline.measuring.measure import gpu_target
+
+    played("mi300x", amdsmi="absent")  # ROCm's torch, no libamd_smi.so
+    monkeypatch.setattr("roofline.device.amd_telemetry.KFD", ROOT)  # a ROCm driver is here
+    (gpu,) = gpu_info()
+    assert gpu["smi_error"].startswith("amdsmi: KeyError")
+    said = []
+    target = gpu_target(gpu, said.append)
+    assert target.kind.monitor() is None and said[0].startswith("no amdsmi telemetry")
+
+
+# ---- end to end ------------------------------------------------------------------------------
+
+
+def rocm_env(machine: str) -> dict:
+    return {"PYTHONPATH": str(STAND_IN), "PLAYED_MACHINE": machine, "ROOFLINE_HARDWARE": None}
+
+
+@pytest.mark.slow
+def test_a_played_mi300x_runs_through_dvc_repro_with_fnuz_float8_and_amdsmi(tmp_path):
+    origin = make_project(tmp_path, gpus=("mi300x",))
+    pod = clone(origin, tmp_path / "pod", pull=False)
+    out = dvc(pod, "repro", env=rocm_env("mi300x"))
+    record = results(pod, "mi300x")
+    assert record["status"] == "measured", out
+    assert record["found"]["architecture"] == "gfx942" and record["found"]["power_limit_w"] == 750
+    rows = {r["dtype"]: r for r in record["rows"] if r["series"] == "lab"}
+    assert set(rows) == {"float16", "float8_e4m3fnuz", "float32"}
+    for row in rows.values():
+        assert row["status"] == "measured", row
+        assert row["sm_clock_mhz"] == 1300 and row["power_source"] == "energy counter"
+        assert row["clock_reason"] == "sw_power_cap" and row["telemetry_errors"] == ""
+    with (pod / "experiments/x4-roofline/results.csv").open() as table:
+        lines = [r for r in __import__("csv").DictReader(table) if r["device"] == "mi300x"]
+    fp16 = next(r for r in lines if r["dtype"] == "float16" and r["series"] == "lab")
+    assert float(fp16["peak_tflops"]) == 1307.4 and fp16["sku"] == "MI300X OAM 192GB"
+    assert float(fp16["mfu"]) == pytest.approx(float(fp16["achieved_tflops"]) / 1307.4)
+    report = (pod / "experiments/x4-roofline/REPORT.md").read_text(encoding="utf-8")
+    assert "| mi300x | MI300X OAM 192GB | float16 |" in report
+    assert "Published at its source's best shape, 4096×4864×32896" in report
+
+
+SMALL = ["--size", "64", "--min-seconds", "0.01", "--warmup-seconds", "0.01", "--no-knobs"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("machine", ["mi300x", "mi300x_radeon"])
+def test_gpu_check_runs_on_a_played_mi300x(tmp_path, machine):
+    out_dir = tmp_path / "check"
+    code, out = run(
+        ROOT,
+        "bash",
+        "scripts/gpu-check",
+        "--out",
+        str(out_dir),
+        "--no-speed",
+        *SMALL,
+        env=rocm_env(machine),
+        check=False,
+    )
+    assert code == 0, out
+    (suite,) = json.loads((out_dir / "gpu-suite.json").read_text())
+    assert suite["device"] == "mi300x" and suite["hardware"]["architecture"] == "gfx942"
+    assert {r["dtype"]: r["status"] for r in suite["rows"]} == dict.fromkeys(
+        ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fnuz"), "measured"
+    )
+    fp16 = next(r for r in suite["rows"] if r["dtype"] == "float16")
+    assert fp16["sm_clock_mhz"] == 1300 and fp16["power_source"] == "energy counter"
+    if machine == "mi300x":
+        assert fp16["peak_tflops"] == 1307.4 and fp16["mfu"] > 0
+    log = (out_dir / "gpu-suite.log").read_text()
+    assert "recognised as mi300x" in log and "gfx942, 304 CUs" in log
+
+
+def test_a_rocm_device_may_be_recognised_by_its_architecture_alone():
+    from roofline.configuration.config import check
+    from tests.conftest import config, device
+
+    shape = {"dtypes": ["float16"], "shapes": [[64, 64, 64]]}
+    by_arch = device(kind="rocm", recognise={"gpu_architecture": "^gfx942$"}, **shape)
+    assert check(config({"mi300x": by_arch})) == []
+    neither = device(kind="rocm", **shape)
+    (error,) = check(config({"mi300x": neither}))
+    assert "recognise.gpu_name is not set" in error and "or gpu_architecture" in error
+    wrong = device(kind="rocm", recognise={"gpu_architecture": "gfx9(42"}, **shape)
+    assert (
+        "gpu_architecture='gfx9(42' is not a regular expression" in check(config({"x": wrong}))[0]
+    )
