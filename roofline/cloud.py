@@ -264,8 +264,11 @@ def show_plan(lines: Sequence[PlanLine], budget: float) -> str:
         for row in rows
     ]
     unpriced = [line.device for line in lines if line.per_hour is None]
-    why = f" ({', '.join(unpriced)}: no price anywhere)" if unpriced else ""
-    text.append(f"total: {dollars(total(lines))}{why}; budget ${budget:.2f}")
+    summed = dollars(total(lines))
+    if unpriced:  # what is known, and what is not: never a partial sum as the total
+        priced = sum(line.estimate or 0.0 for line in lines)
+        summed = f"at least ${priced:.2f} + unknown ({', '.join(unpriced)}: no price anywhere)"
+    text.append(f"total: {summed}; budget ${budget:.2f}")
     if any(line.spot for line in lines):
         text.append(
             "(spot pods run as managed jobs: SkyPilot's jobs controller, a small VM, "

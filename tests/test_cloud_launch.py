@@ -148,7 +148,7 @@ def test_dry_run_prices_every_pending_gpu_from_the_catalogue(lab, catalogue, cap
     # On RunPod alone there is no H200 offer: conf/device has no price for it either.
     main(["--dry-run", "--clouds", "runpod"], sky_calls=played)
     out = capsys.readouterr().out
-    assert "total: unknown (h200: no price anywhere)" in out
+    assert "total: at least $1.25 + unknown (h200: no price anywhere)" in out
     assert "a launch would stop here: h200: no offer from SkyPilot's catalogue" in out
 
 
@@ -161,7 +161,7 @@ def test_offline_the_plan_falls_back_to_the_conf_prices_and_says_so(lab, catalog
     rows = {line.split()[0]: line for line in out.splitlines() if line.split()}
     assert "conf/device A100 SXM4 80GB" in rows["a100"] and "$0.75" in rows["a100"]
     assert "$1.50" in rows["h100"] and "unknown" in rows["h200"]
-    assert "total: unknown (h200: no price anywhere)" in out
+    assert "total: at least $2.25 + unknown (h200: no price anywhere)" in out
     # Such a plan is never launched: it prices no offer.
     with pytest.raises(RooflineError, match="nothing was launched: a100, h100, h200: no offer"):
         main(["--clouds", "lambda"], sky_calls=(played := PlayedSky({})))
