@@ -2,7 +2,10 @@
 row the device's figure, the slowest and the spread in the report; a single GPU unchanged."""
 
 import csv
+import json
 import sys
+import tempfile
+import time
 from types import SimpleNamespace
 
 import pandas as pd
@@ -12,8 +15,17 @@ import yaml
 from roofline.core.schema import measurement
 from roofline.interpretation.node import median_gpus, node_spread, other_gpu
 from roofline.interpretation.rows import row
+from roofline.measuring.benchmark import READY_TIMEOUT_S
 from roofline.rendering.report import node_sentence
-from tests.machines import STAND_IN, clone, dvc, make_project, results, run
+from tests.fakes.cuda.played_cuda import H100_SXM
+from tests.machines import ROOT, STAND_IN, clone, dvc, make_project, results, run
+
+
+def json_file(machine: dict) -> str:
+    """A machine for $PLAYED_MACHINE, as a JSON file."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as out:
+        json.dump(machine, out)
+    return out.name
 
 
 def gpu_row(gpu: int | None, seconds: float, series: str = "lab"):
@@ -88,3 +100,23 @@ def test_a_four_gpu_node_is_measured_at_once_and_reported_with_its_slowest(tmp_p
     report = (pod / "experiments/x4-roofline/REPORT.md").read_text()
     assert "Its 4 GPUs were measured at once; the figure is the median GPU's (GPU" in report
     assert "the slowest, GPU 3, ran" in report
+
+
+def test_a_gpu_of_the_node_that_fails_ends_the_stage_at_once_naming_its_error(monkeypatch):
+    from roofline.device.timing import BenchSettings
+    from roofline.measuring.benchmark import measure_node
+    from tests.conftest import device, measuring
+
+    # Each GPU's process plays the machine from its environment, as `dvc repro`'s do.
+    machine = {"like": "four_gpus", "gpus": [dict(H100_SXM, uuid=f"gpu-{i}") for i in range(4)]}
+    machine["gpus"][2]["broken"] = "uncorrectable ECC error encountered"
+    monkeypatch.setenv("PLAYED_MACHINE", json_file(machine))
+    monkeypatch.setenv("PYTHONPATH", f"{STAND_IN}:{ROOT}")
+    monkeypatch.syspath_prepend(str(STAND_IN))  # a spawned process starts from this sys.path
+    dev = measuring(device(kind="cuda", dtypes=["float16"], shapes=[[32, 32, 32]]))
+    gpus = [{"index": i, "uuid": f"gpu-{i}", "memory_bytes": 80 << 30} for i in range(4)]
+    bench = BenchSettings(seed=0, warmup=1, repeats=2, check_rows=4, min_seconds=0.0)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="CUDA error: uncorrectable ECC error encountered"):
+        measure_node("h100", dev, bench, gpus, print)
+    assert time.monotonic() - started < READY_TIMEOUT_S / 2  # the others did not wait it out

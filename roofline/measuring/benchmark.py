@@ -7,10 +7,11 @@ import multiprocessing
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, wait
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from threading import BrokenBarrierError
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -198,7 +199,11 @@ def measure_gpu(name: str, dev: DictConfig, bench: BenchSettings, gpu: GpuInfo) 
     def log(line: str) -> None:
         say(f"[gpu {index}] {line}")
 
-    target = target_for(dev.kind.name, gpu, log)
+    try:
+        target = target_for(dev.kind.name, gpu, log)
+    except BaseException:
+        _ready.abort()  # the others stop waiting for this GPU: the stage fails with its error
+        raise
     _ready.wait(READY_TIMEOUT_S)  # every GPU times at once, as on a loaded node
     rows = measure_points(f"{name} gpu {index}", dev, bench, target, gpu, log)
     return [asdict(replace(row, device=name, gpu=index)) for row in rows]
@@ -224,7 +229,12 @@ def measure_node(
         len(gpus), mp_context=spawn, initializer=_join, initargs=(barrier,)
     ) as pool:
         each = [pool.submit(measure_gpu, name, dev, bench, gpu) for gpu in gpus]
-        done = [future.result() for future in each]  # a GPU's failure ends the stage
+        wait(each)
+    # A GPU's failure ends the stage, with its own error: not the others' broken barrier.
+    errors = [error for future in each if (error := future.exception())]
+    if errors:
+        raise next((e for e in errors if not isinstance(e, BrokenBarrierError)), errors[0])
+    done = [future.result() for future in each]
     return [
         measurement_from_dict(row, f"{name} gpu {i}") for i, rows in enumerate(done) for row in rows
     ]

@@ -909,6 +909,9 @@ def set_device(device) -> None:
     index = _index(device)
     if index >= len(state.visible()):
         raise RuntimeError(f"CUDA error: invalid device ordinal {index}")
+    broken = gpu(state.visible()[index]).get("broken")
+    if broken:  # a GPU the driver lists but cannot make a context on (an ECC fault, say)
+        raise RuntimeError(f"CUDA error: {broken}")
     state.current = index
     state.contexts.add(state.visible()[index])
 
