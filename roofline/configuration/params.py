@@ -16,6 +16,9 @@ PARAMS_FILE = Path("params.yaml")
 # A CPU, an NVIDIA GPU, an AMD GPU (through ROCm's torch, which keeps the torch.cuda API),
 # Apple silicon's GPU.
 KINDS = ("cpu", "cuda", "rocm", "mps")
+# The rented GPUs' kinds: judged against a vendor datasheet, measured on a pod, with telemetry
+# from the vendor's library (NVML, amdsmi).
+RENTED_KINDS = {"cuda": "NVML", "rocm": "amdsmi"}
 
 # What changes a measurement: a device's measuring stages depend on these keys of it (the
 # pipeline files list them as params) and read nothing else of it.

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from roofline.configuration.params import MeasuringDevice, PublishedParams
+from roofline.configuration.params import RENTED_KINDS, MeasuringDevice, PublishedParams
 from roofline.core.arithmetic import cpu_flop_per_cycle
 from roofline.core.dtypes import DTYPES
 from roofline.core.schema import Measurement
@@ -78,7 +78,7 @@ def peaks(dev: JudgedDevice, record: Mapping[str, Any]) -> dict[str, tuple[float
     the
     datasheet (`clock_ghz`) or as the run measured it."""
     source = f"datasheet (dense): {dev.get('source') or dev.get('sku')}"
-    source = source if kind(dev) == "cuda" else "set in conf"
+    source = source if kind(dev) in RENTED_KINDS else "set in conf"
     out = {
         dtype: (float(tflops), source)
         for dtype, tflops in dev["peak_tflops"].items()

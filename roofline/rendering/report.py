@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from roofline.configuration.params import RENTED_KINDS
 from roofline.core.arithmetic import matmul_bytes
 from roofline.core.dtypes import DTYPES, LAB_DTYPE
 from roofline.core.schema import THREADS_KNOB
@@ -308,8 +309,9 @@ def telemetry_sentences(head: Any, entry: DeviceEntry) -> list[str]:
             else "; no clock limit was reported."
         )
         return [text]
-    if entry.kind == "cuda":
-        return ["No NVML telemetry was recorded, so the clock under load is unknown."]
+    if entry.kind in RENTED_KINDS:
+        library = RENTED_KINDS[entry.kind]
+        return [f"No {library} telemetry was recorded, so the clock under load is unknown."]
     return []
 
 
@@ -947,7 +949,7 @@ def summary_paragraph(
 
 def remeasure(name: str, entry: DeviceEntry) -> str:
     how = "`uv run dvc repro` on a machine that has it"
-    if entry.kind == "cuda":
+    if entry.kind in RENTED_KINDS:
         how += f", or `uv run --group cloud python -m roofline.cloud {name}`"
     return how
 
