@@ -61,7 +61,7 @@ def test_the_spread_names_the_slowest_gpu_against_the_fastest():
     assert spread.slowest[0] == 3 and spread.fastest[0] == 0
     assert spread.spread == pytest.approx(0.75)  # a quarter of the fastest's rate
     said = node_sentence(table, figure)
-    assert "Its 4 GPUs were measured at once; the figure is the median GPU's (GPU 1)" in said
+    assert "The median of its 4 GPUs, measured at once (GPU 1); the slowest, GPU 3" in said
     assert "the slowest, GPU 3, ran" in said and "75.0% below the fastest (GPU 0," in said
     one = pd.DataFrame([vars(gpu_row(None, 1.0))])
     alone = SimpleNamespace(**one.iloc[0].to_dict())
@@ -98,7 +98,7 @@ def test_a_four_gpu_node_is_measured_at_once_and_reported_with_its_slowest(tmp_p
     assert len(figure) == 1 and len(others) == 3
     assert "3" in {r["gpu"] for r in others}  # the slowed GPU is never the median
     report = (pod / "experiments/x4-roofline/REPORT.md").read_text()
-    assert "Its 4 GPUs were measured at once; the figure is the median GPU's (GPU" in report
+    assert "The median of its 4 GPUs, measured at once (GPU" in report
     assert "the slowest, GPU 3, ran" in report
 
 

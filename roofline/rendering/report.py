@@ -159,7 +159,9 @@ def intensity_sentence(head: Any, entry: DeviceEntry) -> str:
 
 
 def same_point(rows: pd.DataFrame, head: Any) -> pd.DataFrame:
-    measured = rows[rows.status == "measured"]
+    """The measured rows of the headline's shape in its series: the device's figures, not a
+    node's other GPUs' nor the sustained window's."""
+    measured = rows[(rows.status == "measured") & (rows.series == head.series)]
     return measured[(measured.m == head.m) & (measured.n == head.n) & (measured.k == head.k)]
 
 
@@ -843,9 +845,8 @@ def node_sentence(rows: pd.DataFrame, head: SimpleNamespace) -> str:
     spread = node_spread(rows, head)
     if spread is None:
         return ""
-    return (
-        f"Its {spread.gpus} GPUs were measured at once; the figure is the median GPU's (GPU "
-        f"{spread.median[0]}); {spread_words(spread)}."
+    return f"The median of its {spread.gpus} GPUs, measured at once (GPU {spread.median[0]}); " + (
+        f"{spread_words(spread)}."
     )
 
 
