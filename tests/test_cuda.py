@@ -51,9 +51,12 @@ def test_probe_describes_the_gpu(gpu):
 
 
 def test_cuda_events_time_the_gpu_work_not_the_launch(cuda):
-    start = time.perf_counter()
-    torch.cuda._sleep(10_000)
-    launch = time.perf_counter() - start
+    launches = []
+    for _ in range(5):  # a launch's cost is its least: a busy host can pause any one of them
+        start = time.perf_counter()
+        torch.cuda._sleep(10_000)
+        launches.append(time.perf_counter() - start)
+    launch = min(launches)
     cuda.synchronize()
     (seconds,) = cuda.timer().times(lambda i: torch.cuda._sleep(200_000_000), 0, 1)
     assert seconds > 20 * launch and seconds > 0.01  # ~0.1 s of cycles, not the launch
