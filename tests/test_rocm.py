@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from roofline.device.timing import BenchSettings
 from roofline.gpu_suite import device_files, match
 from roofline.machines.identity import find_device, identity, recognises, unmatched_gpus
 from tests.machines import ROOT, STAND_IN, clone, dvc, make_project, results, run
@@ -333,3 +334,189 @@ def test_a_rocm_device_may_be_recognised_by_its_architecture_alone():
     assert (
         "gpu_architecture='gfx9(42' is not a regular expression" in check(config({"x": wrong}))[0]
     )
+
+
+# ---- what amdsmi cannot say, and a GPU shared with another process ---------------------------
+
+
+BENCH = BenchSettings(
+    seed=0, warmup=1, warmup_seconds=0.0, repeats=3, check_rows=8, min_seconds=0.0
+)
+
+
+def mi300x(**changes) -> dict:
+    """The played MI300X (played_cuda.MI300X, importable while a machine is played) changed."""
+    import played_cuda
+
+    return {**played_cuda.MI300X, **changes}
+
+
+def measured(gpu: dict, dtype: str = "float32"):
+    """One point measured on the played AMD GPU as the benchmark measures it, and its row."""
+    from roofline.interpretation.rows import row
+    from roofline.measuring.measure import gpu_target, measure_point
+
+    said = []
+    point = measure_point("mi300x", dtype, [64] * 3, gpu_target(gpu, said.append), BENCH, gpu)
+    assert point.status == "measured", point.reason
+    return point, row(point), said
+
+
+def nothing_renumbered(monkeypatch) -> None:
+    """This process's environment, whatever the shell running the tests set."""
+    from roofline.device.amd_telemetry import VISIBLE
+
+    for name in VISIBLE:
+        monkeypatch.delenv(name, raising=False)
+
+
+# Two MI300X on one host whose amdsmi UUIDs are not the ones torch reports; the second's power
+# cap lowered, so reading the wrong GPU shows.
+def two_gpus(**changes) -> dict:
+    return {
+        "gpus": [
+            mi300x(amdsmi_uuid="0b5f0000-0000-4000-8000-0000000000a0"),
+            mi300x(
+                uuid="1a2b3c4d-0000-4000-8000-000000000301",
+                amdsmi_uuid="0b5f0000-0000-4000-8000-0000000000a1",
+                power_cap_w=600.0,
+                power_w=590.0,
+            ),
+        ],
+        **changes,
+    }
+
+
+@pytest.mark.parametrize("refused", [(), ("amdsmi_get_gpu_device_uuid",)])
+def test_where_amdsmis_uuids_are_not_torchs_its_order_finds_each_gpu(played, monkeypatch, refused):
+    from roofline.device import amd_telemetry, kinds
+    from roofline.device.hardware import gpu_info
+
+    nothing_renumbered(monkeypatch)
+    played("mi300x", **two_gpus(amdsmi_refused=refused))  # UUIDs that differ, or none read
+    first, second = gpu_info()
+    assert "smi_error" not in first and "smi_error" not in second
+    assert (first["power_limit_w"], second["power_limit_w"]) == (750, 600)  # each its own
+    kind = kinds.gpu(second)
+    assert not kind.telemetry_error
+    assert amd_telemetry.power_w(kind.handle) == 590  # the second GPU's, not the first's
+
+
+@pytest.mark.parametrize(
+    ("variable", "changes", "why"),
+    [
+        ("HIP_VISIBLE_DEVICES", {}, "HIP_VISIBLE_DEVICES"),
+        ("CUDA_VISIBLE_DEVICES", {}, "CUDA_VISIBLE_DEVICES"),
+        ("ROCR_VISIBLE_DEVICES", {}, "ROCR_VISIBLE_DEVICES"),
+        # A container given the second GPU's device files: torch sees one, while amdsmi lists
+        # the host's two (as rocm-smi does in one: ROCm/ROCm-docker#49).
+        (None, {"torch_sees": [1]}, "a different GPU count"),
+    ],
+)
+def test_renumbered_gpus_amdsmi_cannot_match_by_uuid_get_no_telemetry_rather_than_anothers(
+    played, monkeypatch, variable, changes, why
+):
+    from roofline.device import kinds
+    from roofline.device.hardware import gpu_info
+
+    nothing_renumbered(monkeypatch)
+    if variable:
+        monkeypatch.setenv(variable, "1,0")  # torch's 0 is the host's 1: amdsmi's order is not
+    played("mi300x", **two_gpus(**changes))
+    gpu = gpu_info()[0]
+    assert gpu["uuid"] == "1a2b3c4d-0000-4000-8000-000000000301"  # the host's second GPU
+    assert "power_limit_w" not in gpu and "driver" not in gpu  # not the first GPU's 750 W
+    assert gpu["smi_error"] == (
+        "amdsmi: LookupError: amdsmi has no GPU with torch's UUID "
+        f"1a2b3c4d-0000-4000-8000-000000000301, and its order cannot stand in for it ({why})"
+    )
+    kind = kinds.gpu(gpu)
+    assert kind.monitor() is None
+    assert kind.telemetry_error.startswith("no amdsmi telemetry: amdsmi has no GPU with torch's")
+
+
+def test_renumbered_gpus_amdsmi_knows_by_uuid_are_read_whatever_their_order(played, monkeypatch):
+    from roofline.device.hardware import gpu_info
+
+    nothing_renumbered(monkeypatch)
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1,0")
+    second = mi300x(uuid="1a2b3c4d-0000-4000-8000-000000000301", power_cap_w=600.0)
+    played("mi300x", gpus=[mi300x(), second])  # amdsmi's UUIDs are torch's
+    first, second = gpu_info()
+    assert (first["power_limit_w"], second["power_limit_w"]) == (600, 750)
+    assert "smi_error" not in first
+
+
+def test_a_limit_amdsmi_refuses_or_cannot_read_is_named_and_the_others_kept(played):
+    from roofline.device.hardware import gpu_info
+
+    # A guest that refuses the power cap and whose HBM clock reads "N/A".
+    played("mi300x", gpus=[mi300x(max_mem_mhz=None)], amdsmi_refused=("amdsmi_get_power_cap_info",))
+    (gpu,) = gpu_info()
+    assert (gpu["driver"], gpu["max_sm_clock_mhz"]) == ("6.12.12", 2100)  # kept
+    assert "power_limit_w" not in gpu and "max_mem_clock_mhz" not in gpu  # never a made-up figure
+    power, clock = gpu["smi_error"].removeprefix("amdsmi: ").split("; ")
+    assert power.startswith("power_limit_w: AmdSmiLibraryException: ")
+    assert "AMDSMI_STATUS_NOT_SUPPORTED" in power
+    assert "\n" not in power  # amdsmi's message spans lines: a record's field is one
+    assert clock == "max_mem_clock_mhz: LookupError: amdsmi reports no MEM max_clk"
+
+
+def test_a_clock_and_power_amdsmi_reports_as_na_are_row_errors_not_figures(played):
+    from roofline.device.hardware import gpu_info
+
+    played("mi300x_vm", gpus=[mi300x(gfx_mhz=None, power_field=None)])  # neither power field
+    (gpu,) = gpu_info()
+    assert gpu["max_sm_clock_mhz"] == 2100  # its maximum still reported
+    point, line, _ = measured(gpu)
+    assert point.sm_clock_mhz is None and point.sm_clock_max_mhz == 2100
+    assert point.temperature_max_c == 70 and point.clock_reason == "sw_power_cap"  # still read
+    assert point.power_w is None and point.power_source == ""
+    errors = point.telemetry_errors
+    assert "sm_mhz: LookupError: amdsmi reports no GFX clk" in errors
+    assert "power_w: LookupError: amdsmi reports no socket power" in errors
+    assert "mem_mhz" not in errors and line.joules_per_tflop is None
+
+
+def test_a_gpu_before_the_mi300_series_has_its_power_from_average_socket_power(played):
+    from roofline.device.hardware import gpu_info
+
+    # One GCD of an MI250X (gfx90a, 110 of its 220 CUs, 64 of its 128 GB): amdsmi reports its
+    # average_socket_power, and current_socket_power as "N/A". A guest without the energy
+    # counter, so the row's power is the readings'.
+    mi250x = mi300x(
+        name="AMD Instinct MI250X",
+        market_name="AMD Instinct MI250X",
+        gcn_arch="gfx90a:sramecc+:xnack-",
+        gfx=0x90A,
+        capability=[9, 0],
+        sm_count=110,
+        cu_count=110,
+        memory_bytes=64 << 30,
+        power_field="average_socket_power",
+        power_w=480.0,
+    )
+    played("mi300x_vm", gpus=[mi250x])
+    (gpu,) = gpu_info()
+    assert gpu["architecture"] == "gfx90a"
+    point, _, _ = measured(gpu)
+    assert point.power_w == 480 and "power_w" not in point.telemetry_errors
+    assert point.power_source.startswith("mean of")
+
+
+def test_a_shared_mi300x_names_the_other_processes_and_flags_the_row(played):
+    from roofline.device.hardware import gpu_info
+
+    others = [
+        {"pid": 4242, "name": "python3 train.py", "memory": 30 << 30},
+        {"pid": 4343, "name": "rocprofv3", "memory": 0},  # no memory of its own: none shown
+    ]
+    played("mi300x", others=others)
+    (gpu,) = gpu_info()
+    point, line, _ = measured(gpu)
+    said = "pid 4242 python3 train.py, 30.0 GiB; pid 4343 rocprofv3"
+    assert point.other_processes == said  # this process, which amdsmi lists too, left out
+    assert f"shared GPU: other processes computed on it during the window ({said})" in line.flag
+    played("mi300x")  # alone on it: no flag
+    point, line, _ = measured(gpu_info()[0])
+    assert point.other_processes == "" and "shared" not in line.flag

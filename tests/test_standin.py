@@ -210,7 +210,7 @@ def test_on_a_gvisor_like_host_the_labs_own_process_is_not_another(played):
     measured = point()
     assert measured.status == "measured"
     assert measured.other_processes == ""  # NVML listed this process under a host PID
-    assert measured.power_source.startswith("mean of NVML's power readings")
+    assert measured.power_source.startswith("mean of the power readings")
     assert measured.energy_j is None and measured.power_w == pytest.approx(690)
     row = dataclasses.asdict(measured)
     assert "shared" not in json.dumps(row)

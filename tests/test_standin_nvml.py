@@ -320,7 +320,7 @@ def test_a_call_the_driver_lacks_is_named_and_the_rest_is_measured(played):
     cuda_standin(played, "h100", missing_calls=["nvmlDeviceGetTotalEnergyConsumption"])
     measured = point()
     assert measured.status == "measured" and measured.energy_j is None
-    assert measured.power_source.startswith("mean of NVML's power readings")
+    assert measured.power_source.startswith("mean of the power readings")
     assert measured.telemetry_errors == "energy: NVMLError_FunctionNotFound: Function Not Found"
 
 

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from roofline.device import telemetry
 from roofline.device.description import NvmlLimits
 
 # amdsmi's violation flags as the NVML clock-event reasons the rows name (telemetry's
@@ -105,7 +106,7 @@ def limits(uuid: str | None, index: int) -> NvmlLimits:
         amdsmi = load()
         handle = open_gpu(uuid, index)
     except Exception as err:  # amdsmi missing or refusing: keep what torch told us
-        return {"smi_error": f"amdsmi: {type(err).__name__}: {err}"}
+        return {"smi_error": f"amdsmi: {telemetry.said(err)}"}
     reads: dict[str, Callable[[], Any]] = {
         "driver": lambda: amdsmi.amdsmi_get_gpu_driver_info(handle)["driver_version"],
         "power_limit_w": lambda: amdsmi.amdsmi_get_power_cap_info(handle)["power_cap"] / 1e6,
@@ -118,7 +119,7 @@ def limits(uuid: str | None, index: int) -> NvmlLimits:
         try:
             out[key] = read()
         except Exception as err:
-            errors.append(f"{key}: {type(err).__name__}: {err}")
+            errors.append(f"{key}: {telemetry.said(err)}")
     if errors:
         out["smi_error"] = "amdsmi: " + "; ".join(errors)
     return out  # type: ignore[return-value]

@@ -41,6 +41,11 @@ REASON_WORDS = {
 }
 
 
+def said(err: BaseException) -> str:
+    """A telemetry library's error on one line (amdsmi's span several), as a row records it."""
+    return f"{type(err).__name__}: {' '.join(str(err).split())}"
+
+
 def reason_names(mask: int) -> list[str]:
     return [name for bit, name in CLOCK_EVENT_REASONS.items() if mask & bit and bit != IDLE]
 
@@ -114,7 +119,7 @@ def limits(uuid: str | None) -> NvmlLimits:
         handle = open_gpu(uuid)
         driver = pynvml.nvmlSystemGetDriverVersion()
     except Exception as err:  # NVML missing or refusing: keep what torch told us
-        return {"nvml_error": f"{type(err).__name__}: {err}"}
+        return {"nvml_error": said(err)}
     out: NvmlLimits = {"driver": driver}
     errors = []
     if is_mig(handle):
@@ -132,7 +137,7 @@ def limits(uuid: str | None) -> NvmlLimits:
         try:
             out[key] = read()
         except Exception as err:
-            errors.append(f"{key}: {type(err).__name__}: {err}")
+            errors.append(f"{key}: {said(err)}")
     if errors:
         out["nvml_error"] = "; ".join(errors)
     return out
@@ -240,7 +245,7 @@ class Sampler:
         try:
             return read(*args)
         except Exception as err:  # NVML raises its own per field; keep the others
-            self.errors.add(f"{what}: {type(err).__name__}: {err}")
+            self.errors.add(f"{what}: {said(err)}")
             return None
 
     def _run(self) -> None:
@@ -323,7 +328,7 @@ def summarize(
     energy = getattr(window, "energy_j", None)
     power_source = "energy counter" if energy is not None and span else ""
     if not power_source and any(s.get("power_w") is not None for s in samples):
-        power_source = "mean of NVML's power readings (no energy counter over the window)"
+        power_source = "mean of the power readings (no energy counter over the window)"
     power = (
         energy / span if energy is not None and span else mean([s.get("power_w") for s in samples])
     )

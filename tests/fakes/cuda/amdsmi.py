@@ -1,7 +1,7 @@
 """amdsmi (ROCm's SMI library) for the machine played_cuda plays, as strict as a real host: it
 is the installed `amdsmi` package itself, its Python unchanged, over a played libamd_smi.so in
 place of ROCm's. Names, signatures, enums, exception classes and the dicts each call returns
-are the real package's (tests/test_standin_amdsmi.py checks it), and each answer is what the C
+are the real package's (tests/test_rocm.py checks it), and each answer is what the C
 library writes through the pointers amdsmi_interface gives it:
 
 - a host without libamd_smi.so (every played NVIDIA machine, or "amdsmi": "absent"): the
@@ -15,7 +15,10 @@ library writes through the pointers amdsmi_interface gives it:
 GPU keys read (played_cuda.MACHINES, an AMD GPU's): name, market_name, gfx (the architecture's
 number, e.g. 0x942), cu_count, uuid, driver, power_cap_w, max_gfx_mhz, max_mem_mhz, gfx_mhz,
 mem_mhz, power_w, temp_c, violations (amdsmi_violation_status_t flags set), plus the machine's
-others (processes) and amdsmi_refused."""
+others (processes) and amdsmi_refused. Optional: amdsmi_uuid (amdsmi's UUID where it is not
+torch's), a clock of None (not reported: the C library writes UINT32_MAX, which amdsmi's Python
+shows as "N/A"), and power_field "average_socket_power" (a GPU before the MI300 series, which
+reports that and no current_socket_power)."""
 
 import ctypes
 import importlib.machinery
@@ -139,7 +142,8 @@ def _processors(lib: _Library, socket, count, handles) -> None:
 
 @_plays("amdsmi_get_gpu_device_uuid")
 def _uuid(lib: _Library, handle, length, buffer) -> None:
-    raw = lib.gpu(handle)["uuid"].encode()
+    g = lib.gpu(handle)
+    raw = g.get("amdsmi_uuid", g["uuid"]).encode()
     if len(raw) >= length._obj.value:
         raise _Refusal(lib.wrapper().AMDSMI_STATUS_INSUFFICIENT_SIZE)
     buffer.value = raw
@@ -180,14 +184,21 @@ def _clock(lib: _Library, handle, clock, info) -> None:
         now, top = g.get("mem_mhz", g["max_mem_mhz"]), g["max_mem_mhz"]
     else:
         raise NotImplementedError(f"the amdsmi stand-in plays the GFX and MEM clocks, not {kind}")
+    unknown = 0xFFFFFFFF  # UINT32_MAX: what the C library writes for a clock it cannot read
+    now, top = (unknown if v is None else v for v in (now, top))
     _fill(info, clk=now, min_clk=0, max_clk=top, clk_locked=0, clk_deep_sleep=0)
 
 
 @_plays("amdsmi_get_power_info")
 def _power(lib: _Library, handle, info) -> None:
-    watts = int(lib.gpu(handle)["power_w"])
+    g = lib.gpu(handle)
+    watts = int(g["power_w"])
     # The MI300 series reports current_socket_power; average_socket_power reads 0xFFFF ("N/A").
-    _fill(info, socket_power=watts, current_socket_power=watts, average_socket_power=0xFFFF)
+    # Earlier GPUs the reverse.
+    field = g.get("power_field", "current_socket_power")  # None: neither reported
+    unset = {"current_socket_power": 0xFFFF, "average_socket_power": 0xFFFF}
+    reported = {field: watts} if field else {}
+    _fill(info, socket_power=watts, **{**unset, **reported})
 
 
 @_plays("amdsmi_get_energy_count")

@@ -249,12 +249,20 @@ class State:
         self.mode = None
 
     def visible(self) -> list[int]:
-        """Physical indices torch sees, in its order (CUDA_VISIBLE_DEVICES)."""
-        every = list(range(len(self.machine["gpus"])))
-        chosen = os.environ.get("CUDA_VISIBLE_DEVICES")
-        if chosen is None:
-            return every
-        return [int(i) for i in chosen.split(",") if i.strip().isdigit() and int(i) in every]
+        """Physical indices torch sees, in its order (CUDA_VISIBLE_DEVICES). ROCm's runtime
+        applies ROCR_VISIBLE_DEVICES first, then HIP_VISIBLE_DEVICES (else CUDA_VISIBLE_DEVICES)
+        to what that left. "torch_sees": the GPUs a container's device files open, where given."""
+        every = list(self.machine.get("torch_sees", range(len(self.machine["gpus"]))))
+        names = ["CUDA_VISIBLE_DEVICES"]
+        if any("gcn_arch" in g for g in self.machine["gpus"]):  # ROCm's
+            hip = os.environ.get("HIP_VISIBLE_DEVICES") is not None
+            names = ["ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES" if hip else names[0]]
+        for name in names:
+            chosen = os.environ.get(name)
+            if chosen is not None:
+                picked = [int(i) for i in chosen.split(",") if i.strip().isdigit()]
+                every = [every[i] for i in picked if i < len(every)]
+        return every
 
     def total_memory(self) -> int:
         return gpu(self.visible()[self.current])["memory_bytes"]
