@@ -122,6 +122,7 @@ def test_the_gpu_knobs_and_what_an_a100_cannot_turn():
     cuda = OmegaConf.create({"shape": [8192] * 3, "small_shape": [256] * 3, "l2_shape": [1024] * 3})
     a100 = {"compute_capability": "8.0"}
     gpu = kinds.Kind()  # no GPU call is made: float8 is refused first
+    gpu.blas = kinds.Cuda.blas  # what a CUDA GPU's GEMMs go through, as its knob names it
     knobs = kn.gpu_knobs(Target(gpu, 40 << 20, 80 << 30, None), a100, cuda, SETTINGS, None)
     assert [k.name for k in knobs] == [
         "float32 -> tf32",

@@ -10,6 +10,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -520,3 +521,22 @@ def test_a_shared_mi300x_names_the_other_processes_and_flags_the_row(played):
     played("mi300x")  # alone on it: no flag
     point, line, _ = measured(gpu_info()[0])
     assert point.other_processes == "" and "shared" not in line.flag
+
+
+def test_tunableop_is_a_measured_knob_on_the_played_mi300x(played):
+    from roofline.device.hardware import gpu_info
+    from roofline.measuring.knobs import measure_knobs
+    from roofline.measuring.measure import gpu_target
+    from tests.test_standin import KNOBS, SETTINGS
+
+    played("mi300x")
+    (gpu,) = gpu_info()
+    knobs = SimpleNamespace(rocm=KNOBS.cuda, **vars(KNOBS))  # the GPU knobs, by kind
+    rows, tuning = measure_knobs("mi300x", gpu_target(gpu, print), gpu, knobs, SETTINGS, print)
+    tunable = {r["knob"]: r for r in rows}["hipBLASLt -> TunableOp"]
+    assert tunable["status"] == "measured", tunable["reason"]
+    assert tunable["baseline"] == "hipBLASLt's heuristic"
+    assert tunable["variant"] == (
+        "TunableOp's search of rocBLAS's and hipBLASLt's solutions (ROCm), which picked Default"
+    )
+    assert "GemmTunableOp_Half_NN,nn_64_64,Default" in tuning  # appended as it was found

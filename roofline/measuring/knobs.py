@@ -294,8 +294,14 @@ def gpu_knobs(target: Target, found: GpuInfo, config: Any, s: Settings, tuning: 
             False,
             fast_accumulation,
         ),
-        Knob(
-            "cuBLASLt -> TunableOp", "heuristic", "TunableOp", "float16", shape, False, tunable_op
+        Knob(  # the GPU's own BLAS: cuBLASLt, or hipBLASLt on ROCm
+            f"{kind.blas} -> TunableOp",
+            "heuristic",
+            "TunableOp",
+            "float16",
+            shape,
+            False,
+            tunable_op,
         ),
         Knob("eager -> CUDA graph", "eager", "CUDA graph", "float16", small, None, graph),
         Knob("rotated -> L2-resident", "rotated", "resident", "float16", l2, None, residency),
