@@ -75,6 +75,14 @@ def run(
     return out if check else (done.returncode, out)
 
 
+def gpu_check(out_dir: Path, machine: str, *options: str) -> tuple[int, str]:
+    """`scripts/gpu-check --no-speed` as a user runs it, on the played `machine` (a name or a
+    machine file for $PLAYED_MACHINE): its exit code and output; its files in `out_dir`."""
+    env = {"PYTHONPATH": str(STAND_IN), "PLAYED_MACHINE": machine, "ROOFLINE_HARDWARE": None}
+    script = ["bash", "scripts/gpu-check", "--out", str(out_dir), "--no-speed", *options]
+    return run(ROOT, *script, env=env, check=False)
+
+
 def dvc(cwd: Path, *args: str, **kw):
     return run(cwd, sys.executable, "-m", "dvc", *args, **kw)
 

@@ -18,7 +18,7 @@ import torch
 from roofline.device.timing import BenchSettings
 from roofline.gpu_suite import device_files, match
 from roofline.machines.identity import find_device, identity, recognises, unmatched_gpus
-from tests.machines import ROOT, STAND_IN, clone, dvc, make_project, results, run
+from tests.machines import ROOT, STAND_IN, clone, dvc, gpu_check, make_project, results
 
 DEVICES = device_files(ROOT / "conf/device")
 AMDSMI = Path(__import__("importlib").util.find_spec("amdsmi").origin).parent
@@ -296,17 +296,7 @@ SMALL = ["--size", "64", "--min-seconds", "0.01", "--warmup-seconds", "0.01", "-
 @pytest.mark.parametrize("machine", ["mi300x", "mi300x_radeon"])
 def test_gpu_check_runs_on_a_played_mi300x(tmp_path, machine):
     out_dir = tmp_path / "check"
-    code, out = run(
-        ROOT,
-        "bash",
-        "scripts/gpu-check",
-        "--out",
-        str(out_dir),
-        "--no-speed",
-        *SMALL,
-        env=rocm_env(machine),
-        check=False,
-    )
+    code, out = gpu_check(out_dir, machine, *SMALL)
     assert code == 0, out
     (suite,) = json.loads((out_dir / "gpu-suite.json").read_text())
     assert suite["device"] == "mi300x" and suite["hardware"]["architecture"] == "gfx942"

@@ -24,6 +24,7 @@ from tests.machines import (
     STAND_IN,
     clone,
     dvc,
+    gpu_check,
     make_project,
     publish,
     results,
@@ -119,17 +120,7 @@ SMALL = [
 @pytest.mark.slow
 def test_gpu_check_runs_the_cuda_tests_and_the_suite_and_writes_every_row(tmp_path):
     out_dir = tmp_path / "check"
-    code, out = run(
-        ROOT,
-        "bash",
-        "scripts/gpu-check",
-        "--out",
-        str(out_dir),
-        "--no-speed",
-        *SMALL,
-        env={"PYTHONPATH": str(STAND_IN), "PLAYED_MACHINE": played_machine(tmp_path)},
-        check=False,
-    )
+    code, out = gpu_check(out_dir, played_machine(tmp_path), *SMALL)
     assert code == 0, out
     assert "gpu-check: CUDA tests exit 0, GPU suite exit 0" in out
     # One process: GPU timings must not share the GPU, and a bare image has no pytest-xdist.
