@@ -113,15 +113,9 @@ def limits(uuid: str | None, index: int) -> NvmlLimits:
         "max_sm_clock_mhz": lambda: clock(handle, "GFX", "max_clk"),
         "max_mem_clock_mhz": lambda: clock(handle, "MEM", "max_clk"),
     }
-    out: dict[str, Any] = {}
-    errors = []
-    for key, read in reads.items():
-        try:
-            out[key] = read()
-        except Exception as err:
-            errors.append(f"{key}: {telemetry.said(err)}")
+    out, errors = telemetry.each_read(reads)
     if errors:
-        out["smi_error"] = "amdsmi: " + "; ".join(errors)
+        out["smi_error"] = "amdsmi: " + errors
     return out  # type: ignore[return-value]
 
 

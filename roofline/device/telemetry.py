@@ -121,7 +121,6 @@ def limits(uuid: str | None) -> NvmlLimits:
     except Exception as err:  # NVML missing or refusing: keep what torch told us
         return {"nvml_error": said(err)}
     out: NvmlLimits = {"driver": driver}
-    errors = []
     if is_mig(handle):
         parent = pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(handle)
         out["mig_parent"] = pynvml.nvmlDeviceGetName(parent)
@@ -133,14 +132,23 @@ def limits(uuid: str | None) -> NvmlLimits:
             handle, pynvml.NVML_CLOCK_MEM
         ),
     }
+    read, errors = each_read(reads)
+    out |= read  # type: ignore[typeddict-item]
+    if errors:
+        out["nvml_error"] = errors
+    return out
+
+
+def each_read(reads: dict[str, Callable[[], Any]]) -> tuple[dict[str, Any], str]:
+    """Each figure that its read gives, and what each that raised said ("" where none did):
+    a library that refuses one field still gives the others."""
+    out, errors = {}, []
     for key, read in reads.items():
         try:
             out[key] = read()
         except Exception as err:
             errors.append(f"{key}: {said(err)}")
-    if errors:
-        out["nvml_error"] = "; ".join(errors)
-    return out
+    return out, "; ".join(errors)
 
 
 def clock_event_reasons(handle) -> int:
