@@ -22,9 +22,11 @@ def main(argv: list[str] | None = None) -> None:
             from roofline.measuring.benchmark import (  # torch: only to measure
                 check_disk,
                 measure_device,
+                node_gpus,
             )
 
-            check_disk(results_path(name), len(points(dev)))
+            gpus = max(1, len(node_gpus(dev.kind.name, decision.found)))  # a row each a point
+            check_disk(results_path(name), gpus * len(points(dev)))
             bench = bench_settings(cfg)
             record = measure_device(name, dev, bench, decision.found, decision.fingerprint)
         write_json_atomic(results_path(name), record)
