@@ -373,6 +373,7 @@ class Outcome:
     problem: str | None = None  # why nothing was handed back
     recoveries: int = 0  # a managed job's restarts after pre-emption
     log: Path | None = None
+    billing: str | None = None  # a pod or job that may still be up and billing, and its command
 
     @property
     def cost(self) -> float | None:
@@ -415,7 +416,8 @@ def run_pod(
     """Launch one pod, follow it to its end, and fetch what it handed back."""
     run_id = f"{line.device}-{uuid.uuid4().hex[:12]}"
     log = logs / f"{line.device}.log"
-    started, code, recoveries, problem = clock(), None, 0, None
+    started, code, recoveries, billing = clock(), None, 0, None
+    job_ids: list[int] = []
     try:
         task = pod_task(line, run_id, environ)
         with log.open("w", encoding="utf-8") as out:
@@ -433,12 +435,14 @@ def run_pod(
                         cluster(line.device), job_id, True, output_stream=out
                     )
                 finally:
-                    problem = take_down(sky_calls, cluster(line.device))
+                    billing = take_down(sky_calls, cluster(line.device))
     except Exception as err:  # one pod's failure leaves the others'
-        problem = f"its launch failed ({type(err).__name__}: {err})"
+        if job_ids:  # launched, then lost from sight: the managed job runs on
+            billing = f"its managed job {job_ids[0]} may still run: `sky jobs cancel {job_ids[0]}`"
+        why = f"its launch failed ({type(err).__name__}: {err})"
+        return Outcome(line, (clock() - started) / 60, problem=why, log=log, billing=billing)
     minutes = (clock() - started) / 60
-    if problem:
-        return Outcome(line, minutes, problem=problem, recoveries=recoveries, log=log)
+    # What it handed back is fetched even where its cluster would not go down: it was paid for.
     files = fetch_handed_back(run_id, remote)
     lock = files["dvc.lock"]
     problem = handback_problem(line.device, lock.decode() if lock else None, files["results.json"])
@@ -447,10 +451,11 @@ def run_pod(
     return Outcome(
         line,
         minutes,
-        lock=None if problem else lock.decode(),
-        problem=problem,  # type: ignore[union-attr]
+        lock=None if problem else lock.decode(),  # type: ignore[union-attr]
+        problem=problem,
         recoveries=recoveries,
         log=log,
+        billing=billing,
     )
 
 
@@ -481,6 +486,7 @@ def show_costs(outcomes: Sequence[Outcome]) -> str:
             f"{line.device}: {done.minutes:.1f} min at {dollars(line.per_hour)}/h = "
             f"{dollars(done.cost)} (estimate {dollars(line.estimate)}{resumed}): "
             + ("measured" if done.lock else f"not measured: {done.problem} (log: {done.log})")
+            + (f"; ⚠ {done.billing}" if done.billing else "")
         )
     spent = [done.cost for done in outcomes]
     estimated = total([done.line for done in outcomes])

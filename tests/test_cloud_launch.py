@@ -220,6 +220,39 @@ def test_a_pod_whose_run_fails_hands_nothing_back(lab, catalogue, capsys):
     assert not (lab / device_dir("h200") / "dvc.lock").exists()
 
 
+def test_a_pod_lost_from_sight_or_left_up_is_named_with_the_command_that_stops_it(
+    lab, catalogue, capsys
+):
+    script = measures(lab, lab.parent / "pods")
+    played = PlayedSky(
+        pods={
+            # Lambda's A100 fails to provision, and taking its cluster down fails too.
+            "a100": Pod(
+                script,
+                provisioning_error=sky.exceptions.ResourcesUnavailableError("played"),
+                down_error=RuntimeError("played: the API server went away"),
+            ),
+            # RunPod spot: the managed job starts, then its controller cannot be followed.
+            "h100": Pod(script, follow_error=sky.exceptions.ClusterNotUpError("played")),
+            "h200": Pod(script),
+        }
+    )
+    with pytest.raises(RooflineError, match=r"not measured: a100, h100"):
+        main([], sky_calls=played, clock=played.clock)
+    lines = {line.split(":")[0]: line for line in capsys.readouterr().out.splitlines()}
+    # The launch's failure, and beside it what may still bill, never one hiding the other.
+    assert "its launch failed (ResourcesUnavailableError: played)" in lines["a100"]
+    assert (
+        "⚠ could not take roofline-a100 down (RuntimeError: played: the API server"
+        in (lines["a100"])
+    )
+    assert "`sky down roofline-a100`" in lines["a100"]
+    (job,) = [i for i, job in played.jobs.items() if job.device == "h100"]
+    assert "its launch failed (ClusterNotUpError: played)" in lines["h100"]
+    assert f"⚠ its managed job {job} may still run: `sky jobs cancel {job}`" in lines["h100"]
+    assert lines["h200"].endswith("measured")  # the others' are handed back
+
+
 def test_only_gpus_with_no_measurement_on_record_are_pending(lab):
     def lock(name, status):
         path = lab / device_dir(name) / "dvc.lock"

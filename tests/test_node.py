@@ -52,6 +52,15 @@ def test_points_apart_are_judged_apart_and_one_gpu_is_left_as_it_is():
     assert [r.series for r in node] == [other_gpu("lab"), "lab", "sustained"]
 
 
+def test_the_sustained_figure_is_the_same_gpus_as_the_burst_it_is_set_beside():
+    bursts = [gpu_row(i, s) for i, s in enumerate([1.0, 2.0, 1.1, 4.0])]  # GPU 1 the median
+    sustained = [gpu_row(i, s, "sustained") for i, s in enumerate([1.2, 2.1, 3.0, 4.5])]
+    rows = median_gpus(bursts + sustained)
+    assert [r.gpu for r in rows if r.series == "lab"] == [1]
+    # GPU 2 is the sustained rows' own median; the drop set beside GPU 1's burst is GPU 1's.
+    assert [r.gpu for r in rows if r.series == "sustained"] == [1]
+
+
 def test_the_spread_names_the_slowest_gpu_against_the_fastest():
     rows = median_gpus([gpu_row(i, s) for i, s in enumerate([1.0, 2.0, 1.1, 4.0])])
     table = pd.DataFrame([vars(r) for r in rows])

@@ -530,3 +530,17 @@ def test_tunableop_is_a_measured_knob_on_the_played_mi300x(played):
         "TunableOp's search of rocBLAS's and hipBLASLt's solutions (ROCm), which picked Default"
     )
     assert "GemmTunableOp_Half_NN,nn_64_64,Default" in tuning  # appended as it was found
+
+
+def test_a_rocm_gpu_lets_hipblaslt_run_tf32_before_any_matmul(played, monkeypatch):
+    import os
+
+    from roofline.device import kinds
+    from roofline.device.hardware import gpu_info
+
+    played("mi300x")
+    environ = {k: v for k, v in os.environ.items() if k != "HIPBLASLT_ALLOW_TF32"}
+    monkeypatch.setattr(os, "environ", environ)  # this process's, for this test only
+    kind = kinds.gpu(gpu_info()[0])
+    # Without it, ROCm's torch runs a "tf32" matmul as float32 (torch's own tests set it).
+    assert kind.name == "rocm" and os.environ["HIPBLASLT_ALLOW_TF32"] == "1"

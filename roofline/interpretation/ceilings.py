@@ -15,7 +15,7 @@ from roofline.device.telemetry import reason_words
 from roofline.interpretation import kernel_names
 from roofline.interpretation.interpret import assumed_clock_mhz
 from roofline.interpretation.manifest import DeviceEntry, Fma
-from roofline.interpretation.node import is_other_gpu
+from roofline.interpretation.node import SUSTAINED, is_other_gpu
 
 # The output tile assumed for tile and wave quantisation on GPUs where the row's kernel name
 # gives none (a record from before kernels were recorded, a profiler that saw none): 128 x 256
@@ -52,9 +52,8 @@ def lab_headline(rows: pd.DataFrame, name: str, entry: DeviceEntry) -> SimpleNam
     return headline(rows[(rows.device == name) & (rows.series == "lab")], entry.kind)
 
 
-# The series that times the headline point again in one long window: the same point as the
-# burst, so it defines no ceiling and checks no prediction.
-SUSTAINED = "sustained"
+# SUSTAINED (roofline.interpretation.node): the series that times the headline point again in one
+# long window, the same point as the burst, so it defines no ceiling and checks no prediction.
 
 
 def ceiling_series(series: pd.Series) -> pd.Series:

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from roofline.interpretation.rows import Row
 
+SUSTAINED = "sustained"  # the headline point's long window (roofline.measuring.measure)
 OTHER_GPU = "-other-gpu"  # "lab-other-gpu": another GPU's row of a lab point
 
 
@@ -30,17 +31,24 @@ def is_other_gpu(series: pd.Series) -> pd.Series:
 
 def median_gpus(rows: list[Row]) -> list[Row]:
     """`rows` with each point measured on several GPUs kept as its median GPU's row, the others
-    moved to their `other_gpu` series (in place; rows of one device returned in their order)."""
+    moved to their `other_gpu` series (in place; rows of one device returned in their order).
+    A sustained window's row is the GPU's whose burst of the point was kept: its drop from the
+    burst is then one GPU's, not the spread between two."""
     points: dict[tuple, list[Row]] = defaultdict(list)
     for row in rows:
         if row.gpu is not None:
             points[(row.series, row.dtype, row.m, row.n, row.k, row.backend)].append(row)
-    for group in points.values():
+    burst_gpu: dict[tuple, int | None] = {}
+    for (series, *point), group in sorted(points.items(), key=lambda p: p[0][0] == SUSTAINED):
         measured = sorted(
             (r for r in group if r.achieved_tflops is not None), key=lambda r: r.achieved_tflops
         )
         # The median of the measured; where none was, the first GPU's row says why.
         kept = measured[(len(measured) - 1) // 2] if measured else group[0]
+        if series == SUSTAINED:
+            kept = next((r for r in group if r.gpu == burst_gpu.get(tuple(point))), kept)
+        else:
+            burst_gpu[tuple(point)] = kept.gpu
         for row in group:
             if row is not kept:
                 row.series = other_gpu(row.series)

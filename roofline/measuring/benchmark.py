@@ -4,6 +4,7 @@ as the device's results record. Measurements only: the aggregate stage interpret
 from __future__ import annotations
 
 import multiprocessing
+import os
 import shutil
 import time
 from collections.abc import Callable
@@ -183,15 +184,19 @@ def node_gpus(kind: str, found: Found) -> list[GpuInfo]:
 
 # How long a GPU's process may wait for the node's others to be ready to time.
 READY_TIMEOUT_S = 600.0
-_ready: Any = None  # the node's start barrier, in each GPU's process
+# In each GPU's process: the node's start barrier, and the node's processes (each adds itself).
+_ready: Any = None
+_node_pids: Any = None
 
 
-def _join(barrier: Any) -> None:
-    global _ready
-    _ready = barrier
+def _join(barrier: Any, pids: Any) -> None:
+    global _ready, _node_pids
+    _ready, _node_pids = barrier, pids
 
 
-def measure_gpu(name: str, dev: DictConfig, bench: BenchSettings, gpu: GpuInfo) -> list[dict]:
+def measure_gpu(
+    name: str, dev: DictConfig, bench: BenchSettings, gpu: GpuInfo, slot: int = 0
+) -> list[dict]:
     """One GPU's rows of a node, in a process of its own (the profiler and the CUDA context are
     per process): its points once every GPU of the node is ready, each row with its index."""
     index = gpu["index"]
@@ -204,7 +209,10 @@ def measure_gpu(name: str, dev: DictConfig, bench: BenchSettings, gpu: GpuInfo) 
     except BaseException:
         _ready.abort()  # the others stop waiting for this GPU: the stage fails with its error
         raise
+    _node_pids[slot] = os.getpid()
     _ready.wait(READY_TIMEOUT_S)  # every GPU times at once, as on a loaded node
+    # Its siblings are no other tenant: a ROCm process is listed on every GPU it opened.
+    target.kind.own_pids |= set(_node_pids)
     rows = measure_points(f"{name} gpu {index}", dev, bench, target, gpu, log)
     return [asdict(replace(row, device=name, gpu=index)) for row in rows]
 
@@ -224,11 +232,13 @@ def measure_node(
         + ", ".join(f"{gpu['index']}" for gpu in gpus)
     )
     spawn = multiprocessing.get_context("spawn")  # a fresh process: CUDA does not survive fork
-    barrier = spawn.Barrier(len(gpus))
+    barrier, pids = spawn.Barrier(len(gpus)), spawn.Array("q", len(gpus))  # a pid per slot
     with ProcessPoolExecutor(
-        len(gpus), mp_context=spawn, initializer=_join, initargs=(barrier,)
+        len(gpus), mp_context=spawn, initializer=_join, initargs=(barrier, pids)
     ) as pool:
-        each = [pool.submit(measure_gpu, name, dev, bench, gpu) for gpu in gpus]
+        each = [
+            pool.submit(measure_gpu, name, dev, bench, gpu, slot) for slot, gpu in enumerate(gpus)
+        ]
         wait(each)
     # A GPU's failure ends the stage, with its own error: not the others' broken barrier.
     errors = [error for future in each if (error := future.exception())]

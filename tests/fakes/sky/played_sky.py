@@ -45,6 +45,10 @@ class Pod:
     runs: Sequence[str] = ("measured",)
     minutes: float = 30.0
     provisioning_error: Exception | None = None  # what `get(launch(...))` raises instead
+    # What following its logs raises once it is launched (a jobs controller that is not up:
+    # sky.exceptions.ClusterNotUpError); the job itself runs on, and bills.
+    follow_error: Exception | None = None
+    down_error: Exception | None = None  # what `get(down(...))` raises: the cluster stays up
 
 
 @dataclass
@@ -177,6 +181,10 @@ class PlayedSky:
     # sky.down
     def down(self, cluster_name, purge=False, graceful=False, graceful_timeout=None) -> RequestId:
         def result():
+            job_id = self.clusters.get(cluster_name)
+            refused = job_id is not None and self.pods[self.jobs[job_id].device].down_error
+            if refused:
+                raise refused
             if self.clusters.pop(cluster_name, None) is None:
                 raise exceptions.ClusterDoesNotExist(f"Cluster {cluster_name!r} does not exist.")
             self.taken_down.append(cluster_name)
@@ -216,6 +224,8 @@ class PlayedSky:
     ) -> int | None:
         if job_id not in self.jobs or not self.jobs[job_id].managed:
             raise ValueError(f"Job {job_id} not found.")
+        if self.pods[self.jobs[job_id].device].follow_error:
+            raise self.pods[self.jobs[job_id].device].follow_error
         return self._follow(job_id, output_stream) if follow else None
 
     # sky.jobs.queue_v2
