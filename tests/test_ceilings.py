@@ -21,6 +21,7 @@ from roofline.interpretation.ceilings import (
 )
 from roofline.interpretation.manifest import Fma
 from tests.conftest import empty_row, measured_row
+from tests.fakes.cuda.played_cuda import SM90_KERNELS
 
 
 def table(*rows) -> pd.DataFrame:
@@ -301,16 +302,9 @@ def test_the_sustained_window_defines_no_ceiling_and_checks_no_prediction():
 
 # --- the tile of the kernel that ran ---------------------------------------------------------
 
-# Real cuBLAS names (cited in tests/test_kernel_names.py): a 128x128 Hopper float16 kernel, and a
-# 256x128 bfloat16 one (128x256 over C's M x N: cuBLAS is column-major).
-SM90_F16 = (
-    "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
-    "execute_segment_k_off_kernel__5x_cublas"
-)
-SM90_BF16 = (
-    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize256x128x64_warpgroupsize2x1x1_"
-    "execute_segment_k_off_kernel__5x_cublas"
-)
+# Real cuBLAS names (cited in tests/fakes/cuda/played_cuda.py): a 128x128 Hopper float16 kernel,
+# and a 256x128 bfloat16 one (128x256 over C's M x N: cuBLAS is column-major).
+SM90_F16, SM90_BF16 = SM90_KERNELS["float16"], SM90_KERNELS["bfloat16"]
 
 
 def test_quantisation_uses_the_tile_of_the_kernel_that_ran_and_says_assumed_only_without_one():

@@ -6,25 +6,14 @@ import pytest
 
 from roofline.device import kernel_ran
 from roofline.interpretation.kernel_names import parse
+from tests.fakes.cuda.played_cuda import SM80_KERNELS, SM90_KERNELS
 
 # ---- GPU kernels, as torch's profiler names them -------------------------------------------
 
-# A Hopper float16 GEMM: NVIDIA/TensorRT-LLM issue 1541
-# (https://github.com/NVIDIA/TensorRT-LLM/issues/1541), also in triton-lang/triton pull 3668
-# (https://github.com/triton-lang/triton/pull/3668).
-SM90_F16 = (
-    "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
-    "execute_segment_k_off_kernel__5x_cublas"
-)
-# A Hopper bfloat16 GEMM of 256x128 tiles: AMD-AGI/TraceLens, its kernel-name parser's test of
-# names "extracted from trace files" ("H100 Wan-AI inference trace").
-SM90_BF16 = (
-    "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize256x128x64_warpgroupsize2x1x1_"
-    "execute_segment_k_off_kernel__5x_cublas"
-)
-# An A800-SXM4-80GB (GA100, as the A100) bfloat16 GEMM: bytedance/ByteMLPerf,
-# byte_micro_perf/README.md.
-AMPERE_BF16 = "ampere_bf16_s16816gemm_bf16_256x128_ldg8_f2f_stages_64x3_nn"
+# The names the CUDA stand-in plays, each cited there: a Hopper float16 GEMM of 128x128 tiles, a
+# Hopper bfloat16 one of 256x128, an A800's (GA100, as the A100) bfloat16 one.
+SM90_F16, SM90_BF16 = SM90_KERNELS["float16"], SM90_KERNELS["bfloat16"]
+AMPERE_BF16 = SM80_KERNELS["bfloat16"]
 # An RTX 4090's bfloat16 GEMMs, cuBLAS's own and its CUTLASS one: pytorch/pytorch issue 181718
 # (https://github.com/pytorch/pytorch/issues/181718).
 AMPERE_BF16_1688 = "ampere_bf16_s1688gemm_bf16_128x128_ldg8_f2f_stages_32x1_nn"

@@ -34,6 +34,7 @@ from roofline.machines import records
 from roofline.machines.records import knobs_record, pending_record, sweep_record
 from roofline.rendering import report
 from tests import golden
+from tests.fakes.cuda.played_cuda import SM90_KERNELS
 from tests.manifests import entry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -271,11 +272,8 @@ def test_a_loss_past_what_the_breakdown_measures_is_no_cause_and_says_what_to_me
     assert report.cause_sentence("h100", entry(), None, head, None)[1] is False
 
 
-# A real cuBLAS name (cited in tests/test_kernel_names.py): a Hopper float16 kernel, 128x128 tiles.
-SM90_F16 = (
-    "sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1_"
-    "execute_segment_k_off_kernel__5x_cublas"
-)
+# A real cuBLAS name (cited in tests/fakes/cuda/played_cuda.py): Hopper float16, 128x128 tiles.
+SM90_F16 = SM90_KERNELS["float16"]
 
 
 def test_quantisation_is_a_measured_cause_only_at_the_tile_of_the_kernel_that_ran(monkeypatch):
