@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Required, TypedDict, cast
 
 import yaml
 
+from roofline.configuration.params import RENTED_KINDS
 from roofline.core import arithmetic as ar
 from roofline.core.dtypes import DTYPES, NAMES, float8_for
 from roofline.core.errors import HardwareError, run
@@ -73,7 +74,7 @@ def device_files(conf: Path = Path("conf/device")) -> dict[str, DeviceParams]:
 def match(gpu: GpuInfo, devices: dict[str, DeviceParams]) -> tuple[str, JudgedDevice]:
     """(the device that recognises this GPU, judged against the datasheet of its name)."""
     for name, dev in devices.items():
-        if dev.get("kind") in ("cuda", "rocm") and find_gpu(dev, [gpu]):
+        if dev.get("kind") in RENTED_KINDS and find_gpu(dev, [gpu]):
             sheet = judged(name, dev, gpu["name"])
             if sheet["missing"]:
                 print(f"note: {sheet['missing']}")

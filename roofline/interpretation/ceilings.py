@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 
+from roofline.configuration.params import RENTED_KINDS
 from roofline.core.arithmetic import matmul_bytes, matmul_flops
 from roofline.core.dtypes import LAB_DTYPE
 from roofline.device.telemetry import reason_words
@@ -316,7 +317,7 @@ def clock_step(
         ceiling = fma.gflops / 1e3
         note = f"every core at once, {fma.vector}: {share(ceiling, steps)}"
         return step(StepId.FMA, ceiling, note)
-    if kind not in ("cuda", "rocm") or pd.isna(head.sm_clock_mhz):
+    if kind not in RENTED_KINDS or pd.isna(head.sm_clock_mhz):
         gpu = {"cuda": " (no NVML telemetry)", "rocm": " (no amdsmi telemetry)"}
         why = "not measured" + gpu.get(kind, "")
         return step(StepId.CLOCK, None, why)

@@ -16,7 +16,7 @@ from typing import Required, TypedDict, Unpack
 
 import yaml
 
-from roofline.configuration.params import PROBE_KEYS, DeviceParams
+from roofline.configuration.params import PROBE_KEYS, RENTED_KINDS, DeviceParams
 from roofline.core.paths import EXPERIMENT, RECORDS, device_dir, fingerprint_path
 from roofline.machines.code import code_deps
 from roofline.machines.keys import fingerprint_params
@@ -322,7 +322,7 @@ def pipeline_files(devices: dict[str, DeviceParams], root: Path) -> dict[Path, s
     for name, dev in devices.items():
         files[device_dir(name) / "dvc.yaml"] = dump(device_pipeline(name, root))
         files[device_dir(name) / ".gitignore"] = "".join(f"/{out}\n" for out in DEVICE_OUTPUTS)
-        if dev["kind"] in ("cuda", "rocm") and dev["sky_accelerators"]:
+        if dev["kind"] in RENTED_KINDS and dev["sky_accelerators"]:
             launch = f"# Launch: uv run --group cloud python -m roofline.cloud {name}\n"
             files[task_path(name)] = dump(task_file(name, dev), GENERATED + launch)
     return files

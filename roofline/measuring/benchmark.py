@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from roofline.configuration.params import RENTED_KINDS
 from roofline.core import arithmetic as ar
 from roofline.core.errors import ConfigError, HardwareError
 from roofline.core.progress import progress, say
 from roofline.core.schema import SCHEMA_VERSION, Measurement, measurement_from_dict
 from roofline.device.backends import libraries
 from roofline.device.description import CpuInfo, Found, GpuInfo
-from roofline.device.hardware import live_hardware
+from roofline.device.hardware import BOOT_CACHE, live_hardware
 from roofline.device.peakflops import (
     CacheBandwidth,
     FmaCeiling,
@@ -176,9 +177,9 @@ def measure_points(
 def node_gpus(kind: str, found: Found) -> list[GpuInfo]:
     """Every GPU here that is the same hardware as `found` (the probe's GPU of the device), in
     torch's order: a node's GPUs are measured together. [] for a CPU or Apple's GPU."""
-    if kind in ("cpu", "mps"):  # one device: a CPU's cores are measured together anyway
+    if kind not in RENTED_KINDS:  # one device: a CPU's cores are measured together anyway
         return []
-    gpus = live_hardware()["gpus"]
+    gpus = live_hardware(BOOT_CACHE)["gpus"]  # as the probe found them this boot: no re-probe
     return [gpu for gpu in gpus if identity(kind, gpu) == identity(kind, found)]
 
 

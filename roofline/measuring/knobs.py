@@ -24,6 +24,7 @@ from typing import Any, TypedDict, cast
 
 import torch
 
+from roofline.configuration.params import RENTED_KINDS
 from roofline.core import arithmetic as ar
 from roofline.core.dtypes import float8_for
 from roofline.core.errors import RooflineError
@@ -341,7 +342,7 @@ def knobs_for(target: Target, found: Found, config: Any, s: Settings, tuning: Pa
     """The knobs of the device `target` is (`found`: its part of the description, that kind's)."""
     if target.kind.name == "cpu":
         return cpu_knobs(target, cast(CpuInfo, found), config.cpu, s)
-    if target.kind.name in ("cuda", "rocm"):  # ROCm keeps torch.cuda's API: the same knobs
+    if target.kind.name in RENTED_KINDS:  # ROCm keeps torch.cuda's API: the same knobs
         return gpu_knobs(target, cast(GpuInfo, found), config.cuda, s, tuning)
     return []
 
