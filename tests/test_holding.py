@@ -39,6 +39,38 @@ def test_a_second_measurement_of_a_device_waits_for_the_first_and_says_for_whom(
     lock_path(name).with_suffix(".holder").unlink(missing_ok=True)
 
 
+# A holder that takes the lock and names itself a moment later, as `holding` does; a waiter can
+# arrive in between (two clones started at once).
+LATE = """
+import json, os, sys, time
+from filelock import FileLock
+from roofline.machines.holding import lock_path
+path = lock_path(sys.argv[1])
+with FileLock(str(path)):
+    print("held", flush=True)
+    time.sleep(0.5)
+    who = {"stage": "benchmark", "pid": os.getpid(), "cwd": os.getcwd(), "since": "now"}
+    path.with_suffix(".holder").write_text(json.dumps(who))
+    time.sleep(0.5)
+    path.with_suffix(".holder").unlink()
+"""
+
+
+def test_a_waiter_arriving_before_the_holder_names_itself_still_names_it(capsys):
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    first = subprocess.Popen(
+        [sys.executable, "-c", LATE, name], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
+    assert first.stdout.readline().strip() == "held"
+    with holding(name, "sweep"):
+        pass
+    first.wait()
+    assert f"{name}: waiting for its benchmark (pid {first.pid}," in capsys.readouterr().err
+    # Once let go, nobody is named as holding it: a later waiter never reads a gone holder.
+    assert not lock_path(name).with_suffix(".holder").exists()
+    lock_path(name).unlink(missing_ok=True)
+
+
 def test_a_measuring_stage_holds_its_device_while_it_measures(tmp_path, monkeypatch):
     import roofline.measuring.benchmark
     from stages import benchmark, probe

@@ -15,6 +15,12 @@ from typing import TypedDict
 
 from filelock import FileLock, Timeout
 
+from roofline.core.errors import WriteError
+from roofline.core.files import write_text_atomic
+
+# How long a waiter gives the lock's new holder to name itself: it writes its `.holder` file
+# just after taking the lock, and a waiter can arrive in between.
+NAMING_S = 2.0
 
 class Holder(TypedDict):
     """Who holds a device's lock, as its `.holder` file says (for whoever waits)."""
@@ -29,12 +35,18 @@ def lock_path(name: str) -> Path:
     return Path(tempfile.gettempdir()) / f"roofline-measuring-{name}.lock"
 
 
-def holder(path: Path) -> str:
-    try:
-        who: Holder = json.loads(path.with_suffix(".holder").read_text(encoding="utf-8"))
-        return f"its {who['stage']} (pid {who['pid']}, in {who['cwd']}, since {who['since']})"
-    except (OSError, ValueError, KeyError):
-        return f"another process (it holds {path})"
+def holder(path: Path, patience_s: float = NAMING_S) -> str:
+    """Who holds the lock at `path`, as its `.holder` file says; waits up to `patience_s` for
+    a holder that has taken the lock but not yet named itself."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            who: Holder = json.loads(path.with_suffix(".holder").read_text(encoding="utf-8"))
+            return f"its {who['stage']} (pid {who['pid']}, in {who['cwd']}, since {who['since']})"
+        except (OSError, ValueError, KeyError):
+            if time.monotonic() >= deadline:
+                return f"another process (it holds {path})"
+            time.sleep(0.05)
 
 
 @contextlib.contextmanager
@@ -56,11 +68,13 @@ def holding(name: str, stage: str, measuring: bool = True) -> Iterator[None]:
             flush=True,
         )
         lock.acquire()
+    named = path.with_suffix(".holder")
     try:
         since = time.strftime("%Y-%m-%dT%H:%M:%S")
         who: Holder = {"stage": stage, "pid": os.getpid(), "cwd": os.getcwd(), "since": since}
-        with contextlib.suppress(OSError):  # who holds it is a courtesy to whoever waits
-            path.with_suffix(".holder").write_text(json.dumps(who), encoding="utf-8")
+        with contextlib.suppress(OSError, WriteError):  # who holds it is a courtesy to whoever waits
+            write_text_atomic(named, json.dumps(who))  # a waiter reads it whole or not at all
         yield
     finally:
+        named.unlink(missing_ok=True)  # never names a holder that has gone
         lock.release()
