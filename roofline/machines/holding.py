@@ -22,6 +22,7 @@ from roofline.core.files import write_text_atomic
 # just after taking the lock, and a waiter can arrive in between.
 NAMING_S = 2.0
 
+
 class Holder(TypedDict):
     """Who holds a device's lock, as its `.holder` file says (for whoever waits)."""
 
@@ -72,7 +73,8 @@ def holding(name: str, stage: str, measuring: bool = True) -> Iterator[None]:
     try:
         since = time.strftime("%Y-%m-%dT%H:%M:%S")
         who: Holder = {"stage": stage, "pid": os.getpid(), "cwd": os.getcwd(), "since": since}
-        with contextlib.suppress(OSError, WriteError):  # who holds it is a courtesy to whoever waits
+        # Who holds it is a courtesy to whoever waits: a refused write measures all the same.
+        with contextlib.suppress(OSError, WriteError):
             write_text_atomic(named, json.dumps(who))  # a waiter reads it whole or not at all
         yield
     finally:
