@@ -16,6 +16,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 # The CUDA stand-in: first on PYTHONPATH, it plays $PLAYED_MACHINE's GPUs in every process.
 STAND_IN = ROOT / "tests/fakes/cuda"
+# A row's power over a tiny test window: the energy counter moves in steps, so the readings.
+SHORT_WINDOW = "mean of the power readings (window under 1 s)"
 DEVICES = "experiments/x4-roofline/devices"
 CPU = {"logical_cores": 2, "isa": ["avx2", "fma"], "cache_bytes": 1 << 20, "memory_bytes": 16 << 30}
 LAPTOP = {"cpu": {"model": "Laptop CPU", **CPU}, "gpus": []}

@@ -63,10 +63,10 @@ def test_suite_table_shows_every_figure_of_a_gpu_run():
     samples = [
         {"t": 0.0, "sm_mhz": 1700, "mem_mhz": 2619, "power_w": 690.0, "temp_c": 60, "reasons": 4}
     ]
-    # 2*8192^3 FLOP in 1.4 ms: 785.4 TFLOP/s; 4 calls in a window of 6.2 J.
-    tele = summarize(window(samples, energy_j=6.2, window_s=0.0056), 1980)
+    # 2*8192^3 FLOP in 1.4 ms: 785.4 TFLOP/s; 800 calls in a 1.12 s window of 1240 J.
+    tele = summarize(window(samples, energy_j=1240.0, window_s=1.12), 1980)
     measured = measured_row(
-        "h100", "float16", [N, N, N], [0.0014] * 4, 989.4, "datasheet", 0.0, tele
+        "h100", "float16", [N, N, N], [0.0014] * 800, 989.4, "datasheet", 0.0, tele
     )
     measured.timing = "cuda events, calls back to back"
     skipped = empty_row(
@@ -77,7 +77,7 @@ def test_suite_table_shows_every_figure_of_a_gpu_run():
     assert "1700/1980/1980" in text.splitlines()[3]  # float32's peak assumes the boost clock
     line = text.splitlines()[1]
     for figure in ("785.4", "79.4%", "1700/1830/1980", "1107", "1.41", "60"):
-        assert figure in line, figure  # 6.2 J / 5.6 ms = 1107 W; 6.2 / (4 x 1.0995) = 1.41 J/TFLOP
+        assert figure in line, figure  # 1240 J / 1.12 s = 1107 W; 1240 / (800 x 1.0995) = 1.41
     assert "cuda events, calls back to back | sw_power_cap | - | -" in line
     assert "float8_e4m3fn skipped: needs compute capability >= 8.9" in text
 

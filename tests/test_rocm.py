@@ -4,6 +4,7 @@ and the ROCm stand-in (tests/fakes/cuda: played MI300X hosts, a played amdsmi) h
 installed torch and amdsmi. End to end through `dvc repro` and `scripts/gpu-check`."""
 
 import ast
+import dataclasses
 import inspect
 import json
 import re
@@ -18,7 +19,16 @@ import torch
 from roofline.device.timing import BenchSettings
 from roofline.gpu_suite import device_files, match
 from roofline.machines.identity import find_device, identity, recognises, unmatched_gpus
-from tests.machines import ROOT, STAND_IN, clone, dvc, gpu_check, make_project, results
+from tests.machines import (
+    ROOT,
+    SHORT_WINDOW,
+    STAND_IN,
+    clone,
+    dvc,
+    gpu_check,
+    make_project,
+    results,
+)
 
 DEVICES = device_files(ROOT / "conf/device")
 AMDSMI = Path(__import__("importlib").util.find_spec("amdsmi").origin).parent
@@ -277,7 +287,7 @@ def test_a_played_mi300x_runs_through_dvc_repro_with_fnuz_float8_and_amdsmi(tmp_
     assert set(rows) == {"float16", "float8_e4m3fnuz", "float32"}
     for row in rows.values():
         assert row["status"] == "measured", row
-        assert row["sm_clock_mhz"] == 1300 and row["power_source"] == "energy counter"
+        assert row["sm_clock_mhz"] == 1300 and row["power_source"] == SHORT_WINDOW
         assert row["clock_reason"] == "sw_power_cap" and row["telemetry_errors"] == ""
     with (pod / "experiments/x4-roofline/results.csv").open() as table:
         lines = [r for r in __import__("csv").DictReader(table) if r["device"] == "mi300x"]
@@ -304,7 +314,7 @@ def test_gpu_check_runs_on_a_played_mi300x(tmp_path, machine):
         ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fnuz"), "measured"
     )
     fp16 = next(r for r in suite["rows"] if r["dtype"] == "float16")
-    assert fp16["sm_clock_mhz"] == 1300 and fp16["power_source"] == "energy counter"
+    assert fp16["sm_clock_mhz"] == 1300 and fp16["power_source"] == SHORT_WINDOW
     if machine == "mi300x":
         assert fp16["peak_tflops"] == 1307.4 and fp16["mfu"] > 0
     log = (out_dir / "gpu-suite.log").read_text()
@@ -342,15 +352,26 @@ def mi300x(**changes) -> dict:
     return {**played_cuda.MI300X, **changes}
 
 
-def measured(gpu: dict, dtype: str = "float32"):
+def measured(gpu: dict, dtype: str = "float32", bench: BenchSettings = BENCH):
     """One point measured on the played AMD GPU as the benchmark measures it, and its row."""
     from roofline.interpretation.rows import row
     from roofline.measuring.measure import gpu_target, measure_point
 
     said = []
-    point = measure_point("mi300x", dtype, [64] * 3, gpu_target(gpu, said.append), BENCH, gpu)
+    point = measure_point("mi300x", dtype, [64] * 3, gpu_target(gpu, said.append), bench, gpu)
     assert point.status == "measured", point.reason
     return point, row(point), said
+
+
+def test_a_window_of_a_second_or_more_has_its_power_from_amdsmis_energy_counter(played):
+    from roofline.device.hardware import gpu_info
+
+    played("mi300x")
+    (gpu,) = gpu_info()
+    point, _, _ = measured(gpu, bench=dataclasses.replace(BENCH, min_seconds=1.2))
+    assert point.window_s >= 1.2 and point.power_source == "energy counter"
+    assert point.power_w == pytest.approx(740, rel=0.1)
+    assert point.energy_j == pytest.approx(point.power_w * point.window_s, rel=0.05)
 
 
 def nothing_renumbered(monkeypatch) -> None:

@@ -21,6 +21,7 @@ from roofline.measuring.measure import gpu_target, measure_point
 from tests.machines import (
     ELSEWHERE,
     ROOT,
+    SHORT_WINDOW,
     STAND_IN,
     clone,
     dvc,
@@ -42,10 +43,19 @@ SETTINGS = Settings(
 )
 
 
-def point(dtype="float32", shape=(64, 64, 64)):
+def point(dtype="float32", shape=(64, 64, 64), bench=BENCH):
     """One point measured on the played GPU, as the benchmark measures it."""
     gpu = gpu_info()[0]
-    return measure_point("h100", dtype, list(shape), gpu_target(gpu, print), BENCH, gpu)
+    return measure_point("h100", dtype, list(shape), gpu_target(gpu, print), bench, gpu)
+
+
+def test_a_window_of_a_second_or_more_has_its_power_from_the_stepping_energy_counter(played):
+    played("h100")
+    measured = point(bench=dataclasses.replace(BENCH, min_seconds=1.2))
+    assert measured.window_s >= 1.2 and measured.power_source == "energy counter"
+    # The played counter moves every 100 ms, as the slowest real one: within 10% over 1.2 s.
+    assert measured.power_w == pytest.approx(690, rel=0.1)
+    assert measured.energy_j == pytest.approx(measured.power_w * measured.window_s, rel=0.05)
 
 
 # The pod story: a played pod rented as "H100" has a PCIe card; it measures h100 and pushes,
@@ -68,8 +78,9 @@ def test_a_pcie_card_rented_for_h100_is_measured_as_h100_and_judged_as_pcie(tmp_
     for row in record["rows"]:
         assert row["status"] == "measured"
         assert row["timing"].startswith(("cuda events", "CUDA graph of")), row["timing"]
-        assert row["sm_clock_mhz"] == 1620 and row["power_source"] == "energy counter"
-        assert row["power_w"] == pytest.approx(340, rel=0.05)
+        # Tiny windows, under the counter's steps: power from the readings, no energy claimed.
+        assert row["sm_clock_mhz"] == 1620 and row["power_source"] == SHORT_WINDOW
+        assert row["power_w"] == 340 and row["energy_j"] is None
         assert row["other_processes"] == "" and row["telemetry_errors"] == ""
     # What `roofline.cloud h100` fetches from the pod, it hands back.
     device = pod / "experiments/x4-roofline/devices/h100"
@@ -220,7 +231,7 @@ def test_a_two_gpu_box_measures_the_gpu_asked_for_and_reads_its_limits(played, m
     assert gpu["index"] == 0 and gpu["name"] == "NVIDIA H100 PCIe"
     assert gpu["power_limit_w"] == 350.0 and gpu["max_sm_clock_mhz"] == 1755  # not GPU 0's
     measured = point()
-    assert measured.sm_clock_mhz == 1620 and measured.power_w == pytest.approx(340, rel=0.05)
+    assert measured.sm_clock_mhz == 1620 and measured.power_w == 340
     assert state.contexts == {1}
 
 

@@ -52,20 +52,30 @@ def test_power_comes_from_the_energy_counter_where_it_was_read():
     assert summary["power_w"] == 650.0 and summary["energy_j"] == 1300.0
 
 
+def test_a_window_shorter_than_the_counters_steps_takes_the_power_readings():
+    # The counter moves every 20-100 ms: over 0.2 s it may have moved once, or not at all.
+    summary = summarize(window(RECORDED, energy_j=70.0, window_s=0.2), 1980)
+    assert summary["power_w"] == pytest.approx(613.3333, abs=1e-3) and summary["energy_j"] is None
+    assert summary["power_source"] == "mean of the power readings (window under 1 s)"
+    unread = summarize(window(RECORDED, window_s=2.0), 1980)
+    assert unread["power_source"] == "mean of the power readings (no energy counter)"
+
+
 def test_reason_bits_decode_without_idleness():
     assert reason_names(0) == [] and reason_names(0x1) == []
     assert reason_names(0x8 | 0x80) == ["hw_slowdown", "hw_power_brake_slowdown"]
 
 
 def test_a_row_carries_clocks_energy_processes_and_failures():
-    # 2*1024^3 FLOP = 2.147e-3 TFLOP a call; 4 calls in a window of 4.9 J: 0.5706 J per TFLOP.
+    # 2*1024^3 FLOP = 2.147e-3 TFLOP a call; 500 calls in a 1 s window of 612 J: 0.570 J/TFLOP.
     summary = summarize(
-        window(RECORDED, energy_j=4.9, window_s=0.008, processes=["pid 7 python, 3.0 GiB"]), 1980
+        window(RECORDED, energy_j=612.0, window_s=1.0, processes=["pid 7 python, 3.0 GiB"]), 1980
     )
-    row = measured_row("h100", "float16", [1024] * 3, [0.002] * 4, 989.4, "datasheet", 0.0, summary)
-    assert row.sm_clock_mhz == pytest.approx(1815.0) and row.energy_j == 4.9
+    samples = [0.002] * 500
+    row = measured_row("h100", "float16", [1024] * 3, samples, 989.4, "datasheet", 0.0, summary)
+    assert row.sm_clock_mhz == pytest.approx(1815.0) and row.energy_j == 612.0
     assert row.throttle_reasons == "sw_power_cap+sw_thermal_slowdown"
-    assert row.joules_per_tflop == pytest.approx(4.9 / (4 * 2 * 1024**3 / 1e12))
+    assert row.joules_per_tflop == pytest.approx(612 / (500 * 2 * 1024**3 / 1e12))
     assert row.other_processes == "pid 7 python, 3.0 GiB"
     assert "shared GPU: other processes computed on it" in row.flag
 
@@ -87,7 +97,8 @@ def test_a_failing_field_leaves_the_others_and_is_reported():
     assert watch.energy_j == 12.5
     assert len(watch.samples) == count  # the thread has stopped
     summary = summarize(watch, None)
-    assert summary["power_w"] == pytest.approx(12.5 / watch.window_s)
+    # Over a window this short the counter is not trusted, and every power reading failed.
+    assert summary["power_w"] is None and summary["power_source"] == ""
     assert summary["errors"] == ["power_w: RuntimeError: NVML_ERROR_NOT_SUPPORTED"]
 
 

@@ -256,6 +256,13 @@ class Sampler:
             self.errors.add(f"{what}: {said(err)}")
             return None
 
+    def _energy_now(self) -> tuple[float | None, float]:
+        """The energy counter (None where it is not read) and when it was read: the middle of
+        the call, which can take milliseconds, so that energy over window is the power."""
+        before = time.perf_counter()
+        joules = self._read("energy", self._energy, self.handle) if self._energy else None
+        return joules, (before + time.perf_counter()) / 2
+
     def _run(self) -> None:
         while True:
             reads = {
@@ -270,16 +277,15 @@ class Sampler:
             self.processes = (
                 self._read("processes", self._processes, self.handle, self.own_pids) or []
             )
-        self._start = self._read("energy", self._energy, self.handle) if self._energy else None
-        self._t0 = time.perf_counter()
+        self._start, self._t0 = self._energy_now()
         self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        end = self._read("energy", self._energy, self.handle) if self._energy else None
-        self.window_s = time.perf_counter() - self._t0
+        end, t1 = self._energy_now()
+        self.window_s = t1 - self._t0
         if self._start is not None and end is not None:
             self.energy_j = end - self._start
 
@@ -287,6 +293,12 @@ class Sampler:
 def mean(values: list) -> float | None:
     known = [v for v in values if v is not None]
     return sum(known) / len(known) if known else None
+
+
+# The shortest window whose power comes from the energy counter: NVML's counter moves every
+# 20-100 ms on recent GPUs (PETSc's PetscLogGpuEnergyMeter notes; Zeus reads 0 J over shorter
+# windows), so over 1 s it is within about 10%; a shorter window takes the power readings.
+ENERGY_MIN_WINDOW_S = 1.0
 
 
 class WindowSummary(TypedDict, total=False):
@@ -334,12 +346,12 @@ def summarize(
     temps = [s.get("temp_c") for s in samples if s.get("temp_c") is not None]
     span = getattr(window, "window_s", None) or samples[-1]["t"] - samples[0]["t"]
     energy = getattr(window, "energy_j", None)
-    power_source = "energy counter" if energy is not None and span else ""
-    if not power_source and any(s.get("power_w") is not None for s in samples):
-        power_source = "mean of the power readings (no energy counter over the window)"
-    power = (
-        energy / span if energy is not None and span else mean([s.get("power_w") for s in samples])
-    )
+    counted = energy is not None and span >= ENERGY_MIN_WINDOW_S
+    power = energy / span if counted else mean([s.get("power_w") for s in samples])
+    power_source = "energy counter" if counted else ""
+    if power is not None and not counted:
+        why = "no energy counter" if energy is None else f"window under {ENERGY_MIN_WINDOW_S:g} s"
+        power_source = f"mean of the power readings ({why})"
     return {
         "samples": len(samples),
         "window_s": span,
@@ -347,7 +359,7 @@ def summarize(
         "sm_clock_max_mhz": max_sm_mhz,
         "mem_clock_mhz": mean([s.get("mem_mhz") for s in samples]),
         "power_w": power,
-        "energy_j": energy,
+        "energy_j": energy if counted else None,  # a shorter window's count is a step or none
         "power_source": power_source,
         "temperature_max_c": max(temps) if temps else None,
         "throttle_reasons": reason_names(mask),

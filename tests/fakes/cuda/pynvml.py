@@ -47,6 +47,8 @@ _MIG_ANSWERS = {
 }
 # The CUDA version each played driver branch reports, where a machine does not say it (CUDA
 # toolkit release notes: 13.0 GA needs >= 580.65.06, 12.8 GA >= 570.26, 12.4 GA >= 550.54.14).
+# How often the played energy counter moves: the slowest of the 20-100 ms the real one takes.
+_ENERGY_STEP_S = 0.1
 _CUDA_OF_BRANCH = {580: 13000, 570: 12080, 550: 12040}
 # nvidia-ml-py's library state, not its API: the stand-in plays how the library loads.
 _LIBRARY_STATE = {"nvmlLib", "libLoadLock", "CDLL"}
@@ -345,11 +347,12 @@ def _reasons(driver: _Driver, symbol: str, handle, mask) -> None:
 
 @_plays("nvmlDeviceGetTotalEnergyConsumption")
 def _energy(driver: _Driver, symbol: str, handle, millijoules) -> None:
-    """Millijoules since the driver loaded: the played power over the played time."""
+    """Millijoules since the driver loaded: the played power over the played time, moving in
+    steps of _ENERGY_STEP_S as the real counter does (every 20-100 ms on recent GPUs)."""
     _, live = driver.whole(handle, symbol)
     if not driver.machine().get("energy", True):
         raise _Refusal(driver.real.NVML_ERROR_NOT_SUPPORTED)
-    elapsed = time.perf_counter() - driver.loaded
+    elapsed = (time.perf_counter() - driver.loaded) // _ENERGY_STEP_S * _ENERGY_STEP_S
     _put(millijoules, int(1e9 + live["power_w"] * elapsed * 1000))
 
 
