@@ -19,7 +19,23 @@ STAND_IN = ROOT / "tests/fakes/cuda"
 # A row's power over a tiny test window: the energy counter moves in steps, so the readings.
 SHORT_WINDOW = "mean of the power readings (window under 1 s)"
 DEVICES = "experiments/x4-roofline/devices"
-CPU = {"logical_cores": 2, "isa": ["avx2", "fma"], "cache_bytes": 1 << 20, "memory_bytes": 16 << 30}
+# A played CPU's cache levels, small: the cache ceilings' buffers are sized from these, as a
+# real run's are from the levels its probe read, never from this host's (whose VM may say more).
+PLAYED_CACHES = {
+    "caches": [
+        {"level": "L1", "size_bytes": 32 << 10, "shared_by": 1},
+        {"level": "L2", "size_bytes": 256 << 10, "shared_by": 1},
+        {"level": "L3", "size_bytes": 1 << 20, "shared_by": 2},
+    ],
+    "caches_from": "sysfs",
+}
+CPU = {
+    "logical_cores": 2,
+    "isa": ["avx2", "fma"],
+    "cache_bytes": 1 << 20,
+    **PLAYED_CACHES,
+    "memory_bytes": 16 << 30,
+}
 LAPTOP = {"cpu": {"model": "Laptop CPU", **CPU}, "gpus": []}
 OTHER_LAPTOP = {"cpu": {"model": "Other Laptop CPU", **CPU}, "gpus": []}
 POD = {

@@ -142,7 +142,7 @@ def test_the_read_kernel_measures_each_level_on_every_core_or_says_why_not(monke
     cores = info["logical_cores"]
     sizes = [CacheSize("L1", 32 * KIB, 1), CacheSize("L2", 256 * KIB, 1)]
     caches = peakflops.measure_cache_bandwidth(
-        cores, info["isa"], seconds=0.01, sizes=sizes, memory_bytes=16 * GIB
+        cores, info["isa"], sizes, "given", seconds=0.01, memory_bytes=16 * GIB
     )
     assert [c["level"] for c in caches] == ["L1", "L2", "DRAM"]
     l1, l2, dram = (c["working_set_bytes"] for c in caches)
@@ -163,7 +163,7 @@ def test_the_read_kernel_measures_each_level_on_every_core_or_says_why_not(monke
 def test_without_a_compiler_each_level_says_why_it_was_not_measured(monkeypatch):
     monkeypatch.setattr(peakflops, "compiler", lambda: None)
     sizes = [CacheSize("L1", 32 * KIB, 1)]
-    caches = peakflops.measure_cache_bandwidth(2, ["avx2"], sizes=sizes, memory_bytes=16 * GIB)
+    caches = peakflops.measure_cache_bandwidth(2, ["avx2"], sizes, "given", memory_bytes=16 * GIB)
     why = "not measured: no C compiler (cc, gcc or clang) here"
     assert caches == [
         {
@@ -193,8 +193,8 @@ def test_a_cpu_benchmark_records_its_cache_ceilings_and_logs_them(monkeypatch):
 
     asked = []
 
-    def played(cores, isa, seconds):
-        asked.append((cores, isa))
+    def played(cores, isa, sizes, sizes_from, seconds):
+        asked.append((cores, isa, sizes, sizes_from))
         return CACHES
 
     monkeypatch.setattr(benchmark, "measure_cache_bandwidth", played)
@@ -208,7 +208,9 @@ def test_a_cpu_benchmark_records_its_cache_ceilings_and_logs_them(monkeypatch):
     record = benchmark.measure_device(
         "cpu", measuring(cpu), bench, LAPTOP["cpu"], FINGERPRINT, log=said.append
     )
-    assert record["caches"] == CACHES and asked == [(2, LAPTOP["cpu"]["isa"])]
+    # The levels the probe described, not this machine's read again.
+    levels = [CacheSize(**level) for level in LAPTOP["cpu"]["caches"]]
+    assert record["caches"] == CACHES and asked == [(2, LAPTOP["cpu"]["isa"], levels, "sysfs")]
     assert (
         "cpu read bandwidth, every core: L1 617 GB/s (24 KiB a core); L2 344 GB/s (1 MiB a "
         "core); L3 not measured: the cache sizes are unknown here; DRAM 31 GB/s (960 MiB a "

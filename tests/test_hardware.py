@@ -106,6 +106,21 @@ def test_a_bad_description_is_refused_naming_what_is_wrong(tmp_path, monkeypatch
 def test_this_machine_is_described_without_a_gpu():
     live = hardware.cpu_info()
     assert live["logical_cores"] >= 1 and live["memory_bytes"] > 0 and live["model"]
+    # Its cache levels, read once by the probe: the largest is the one buffer rotation uses.
+    assert live["caches"] and live["caches_from"] in ("sysfs", "py-cpuinfo")
+    assert live["cache_bytes"] == max(level["size_bytes"] for level in live["caches"])
+
+
+def test_a_boot_cache_an_older_lab_wrote_is_probed_again(tmp_path, monkeypatch):
+    monkeypatch.delenv(hardware.HARDWARE_ENV, raising=False)
+    monkeypatch.setattr(hardware, "gpu_info", lambda: [])
+    older = {k: v for k, v in hardware.boot().items() if k != "description"}
+    cache = tmp_path / "hardware.json"
+    stale = {"cpu": {k: v for k, v in LAPTOP["cpu"].items() if k != "caches"}, "gpus": []}
+    cache.write_text(json.dumps({"for": older, "hardware": stale}))
+    found = live_hardware(cache)
+    assert found["cpu"]["model"] != LAPTOP["cpu"]["model"] and found["cpu"]["caches"]
+    assert live_hardware(cache) == found  # ...and kept for the rest of this boot
 
 
 def test_only_named_environment_variables_are_recorded(monkeypatch):

@@ -22,6 +22,13 @@ from tests.conftest import device
 
 ROOT = Path(__file__).resolve().parents[1]
 GIB = 1 << 30
+
+
+def l3(size_bytes: int) -> dict:
+    """A last-level cache shared by every core, as the probe records it."""
+    return {"level": "L3", "size_bytes": size_bytes, "shared_by": 2}
+
+
 FACTS = {
     "macos-arm64": {
         "system": "Darwin",
@@ -31,7 +38,8 @@ FACTS = {
         "family": None,
         "model_number": None,
         "flags": [],
-        "cache_bytes": 16 << 20,
+        "caches": [l3(16 << 20)],
+        "caches_from": "py-cpuinfo",
         "usable_cores": 10,
         "physical_cores": 10,
         "memory_bytes": 32 * GIB,
@@ -44,7 +52,8 @@ FACTS = {
         "family": 6,
         "model_number": 158,
         "flags": ["sse2", "avx", "avx2", "fma"],
-        "cache_bytes": 16 << 20,
+        "caches": [l3(16 << 20)],
+        "caches_from": "py-cpuinfo",
         "usable_cores": 16,
         "physical_cores": 8,
         "memory_bytes": 32 * GIB,
@@ -57,7 +66,8 @@ FACTS = {
         "family": 6,
         "model_number": 154,
         "flags": ["sse2", "avx2", "fma"],
-        "cache_bytes": 18 << 20,
+        "caches": [l3(18 << 20)],
+        "caches_from": "py-cpuinfo",
         "usable_cores": 16,
         "physical_cores": 12,
         "memory_bytes": 16 * GIB,
@@ -70,7 +80,8 @@ FACTS = {
         "family": 25,
         "model_number": 116,
         "flags": ["sse2", "avx2", "fma", "avx512f", "avx512_bf16"],
-        "cache_bytes": 16 << 20,
+        "caches": [l3(16 << 20)],
+        "caches_from": "py-cpuinfo",
         "usable_cores": 16,
         "physical_cores": 8,
         "memory_bytes": 32 * GIB,
@@ -83,7 +94,8 @@ FACTS = {
         "family": 6,
         "model_number": 143,
         "flags": ["sse2", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16"],
-        "cache_bytes": 105 << 20,
+        "caches": [l3(105 << 20)],
+        "caches_from": "py-cpuinfo",
         "usable_cores": 8,
         "physical_cores": 4,
         "memory_bytes": 64 * GIB,
@@ -127,6 +139,8 @@ def test_each_laptop_is_described_from_its_libraries_facts(laptop, microarchitec
     assert found["logical_cores"] == facts["usable_cores"]
     assert found["physical_cores"] == facts["physical_cores"]
     assert found["microarchitecture"] == microarchitecture
+    assert found["caches"] == facts["caches"] and found["caches_from"] == "py-cpuinfo"
+    assert found["cache_bytes"] == facts["caches"][0]["size_bytes"]  # the rotation's
     assert native_cpu_dtypes(set(found["isa"])) == native
 
 
@@ -156,7 +170,8 @@ EPYC = {
     "family": 0x1A,
     "model_number": 0x02,
     "flags": ["avx2", "fma", "avx512f", "avx512_bf16"],
-    "cache_bytes": 32 << 20,
+    "caches": [l3(32 << 20)],
+    "caches_from": "py-cpuinfo",
     "usable_cores": 2,
     "physical_cores": 2,
     "memory_bytes": 24 * GIB,

@@ -8,6 +8,14 @@ from typing import Any, NotRequired, TypedDict
 from roofline.core.errors import HardwareError
 
 
+class CacheLevel(TypedDict):
+    """One cache level as the probe read it (roofline.device.peakflops.CacheSize, as JSON)."""
+
+    level: str  # "L1" (its data cache), "L2", "L3"
+    size_bytes: int  # one instance's capacity
+    shared_by: int  # the CPUs a run uses that share that instance
+
+
 class CpuInfo(TypedDict):
     """The CPU, as the probe records it (roofline.device.hardware.cpu_info)."""
 
@@ -20,7 +28,9 @@ class CpuInfo(TypedDict):
     microarchitecture: NotRequired[str | None]
     system: NotRequired[str]
     machine: NotRequired[str]
-    cache_bytes: NotRequired[int | None]
+    cache_bytes: NotRequired[int | None]  # the largest level's capacity, for buffer rotation
+    caches: NotRequired[list[CacheLevel]]  # each level (none: not known, as a described machine)
+    caches_from: NotRequired[str]  # where they were read: "sysfs" or "py-cpuinfo"
     memory_bytes: int
 
 

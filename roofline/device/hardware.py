@@ -10,29 +10,23 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import NotRequired, TypedDict
+from typing import NotRequired, TypedDict, cast
 
 from roofline.core.errors import HardwareError
-from roofline.device.description import AppleGpu, CpuInfo, GpuInfo, Hardware, check_description
+from roofline.device.description import (
+    AppleGpu,
+    CacheLevel,
+    CpuInfo,
+    GpuInfo,
+    Hardware,
+    check_description,
+)
 
 # platform, roofline.device.kinds, .dtypes and .timing are imported where they are used: the probe
 # of every device imports this module for boot() on every `dvc repro`, and answers from its cache
 # when nothing changed (stages/probe.py).
 
 HARDWARE_ENV = "ROOFLINE_HARDWARE"
-
-
-def _linux_cache_bytes() -> int | None:
-    """The largest cache level of cpu0, from Linux's sysfs (exact where it exists)."""
-    sizes = []
-    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            size = (index / "size").read_text(encoding="utf-8").strip()
-        except OSError:
-            continue
-        unit = {"K": 1024, "M": 1024**2, "G": 1024**3}.get(size[-1], 1)
-        sizes.append(int(size.rstrip("KMG")) * unit)
-    return max(sizes) if sizes else None
 
 
 def usable_cpus() -> set[int] | None:
@@ -74,7 +68,8 @@ class CpuFacts(TypedDict):
     family: int | None  # CPUID's family and model numbers
     model_number: int | None
     flags: list[str]
-    cache_bytes: int | None  # the largest cache level
+    caches: list[CacheLevel]  # each level, read once here (peakflops.cache_sizes)
+    caches_from: str  # "sysfs" or "py-cpuinfo"
     usable_cores: int  # the logical cores this process may use
     machine_cores: NotRequired[int]  # the machine's logical cores
     fence: NotRequired[str | None]  # why fewer are usable (fence()), or None
@@ -92,6 +87,8 @@ def cpu_facts() -> CpuFacts:
     import joblib
     import psutil
 
+    from roofline.device.peakflops import cache_sizes
+
     info = cpuinfo.get_cpu_info()
     machine = psutil.cpu_count(logical=True) or 1
     usable = min(joblib.cpu_count(), machine)  # affinity, quota (rounded up), LOKY_MAX_CPU_COUNT
@@ -100,6 +97,7 @@ def cpu_facts() -> CpuFacts:
     if cpus and len(cpus) < machine:  # the physical cores of the CPUs it may use
         physical = physical_cores_of(cpus) or min(physical, len(cpus))
     physical = min(physical, usable)  # ...no more than the threads it may run (a quota)
+    caches, caches_from = cache_sizes(info, cpus, machine, platform.system())
     return {
         "system": platform.system(),
         "machine": platform.machine(),
@@ -108,9 +106,8 @@ def cpu_facts() -> CpuFacts:
         "family": info.get("family"),
         "model_number": info.get("model"),
         "flags": info.get("flags", []),
-        "cache_bytes": _linux_cache_bytes()
-        or info.get("l3_cache_size")
-        or info.get("l2_cache_size"),
+        "caches": [cast(CacheLevel, level._asdict()) for level in caches],
+        "caches_from": caches_from,
         "usable_cores": usable,
         "machine_cores": machine,
         "fence": fence(usable, machine, cpus) if usable < machine else None,
@@ -172,7 +169,9 @@ def cpu_info(facts: CpuFacts | None = None) -> CpuInfo:
         ),
         "system": facts["system"],
         "machine": facts["machine"],
-        "cache_bytes": facts["cache_bytes"],
+        "cache_bytes": max((level["size_bytes"] for level in facts["caches"]), default=None),
+        "caches": facts["caches"],
+        "caches_from": facts["caches_from"],
         "memory_bytes": facts["memory_bytes"],
     }
 
@@ -322,6 +321,11 @@ BOOT_CACHE = Path(".dvc/tmp/hardware.json")
 QUOTA_FILES = (Path("/sys/fs/cgroup/cpu.max"), Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"))
 
 
+# Raised when the description gains a part (2: the CPU's cache levels), so that a boot cache an
+# older lab wrote is probed again rather than read without it.
+DESCRIPTION_VERSION = 2
+
+
 class BootKey(TypedDict):
     """What a cached description holds for (boot): it is probed again when any of it changes."""
 
@@ -330,6 +334,7 @@ class BootKey(TypedDict):
     torch: str | None  # the installed torch's version (torch_version)
     cpus: list[int]  # the CPUs this process may use
     cpu_quota: list[str | None]  # the cgroup quota files' text, then $LOKY_MAX_CPU_COUNT
+    description: int  # DESCRIPTION_VERSION: what the lab that wrote it records of a machine
 
 
 def boot() -> BootKey:
@@ -351,6 +356,7 @@ def boot() -> BootKey:
             *(quota.read_text(encoding="utf-8").strip() for quota in QUOTA_FILES if quota.exists()),
             os.environ.get("LOKY_MAX_CPU_COUNT"),
         ],
+        "description": DESCRIPTION_VERSION,
     }
 
 

@@ -6,7 +6,6 @@ measures it. And the textbook matmul, the baseline of the lab's first knob. Each
 where there is none, it says so and measures nothing."""
 
 import ctypes
-import os
 import platform
 import shutil
 import subprocess
@@ -443,16 +442,14 @@ def cpuinfo_cache_sizes(info: dict[str, Any], cpus: int, system: str) -> list[Ca
     return out
 
 
-def cache_sizes(cores: int) -> tuple[list[CacheSize], str]:
-    """(this CPU's cache levels, where they were read): Linux's sysfs, else py-cpuinfo."""
-    usable = set(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    if platform.system() == "Linux" and (found := sysfs_cache_sizes(usable)):
+def cache_sizes(
+    info: dict[str, Any], usable: set[int] | None, machine_cpus: int, system: str
+) -> tuple[list[CacheSize], str]:
+    """(this CPU's cache levels, where they were read): Linux's sysfs, else py-cpuinfo's `info`
+    (the probe reads them once, roofline.device.hardware.cpu_facts)."""
+    if system == "Linux" and (found := sysfs_cache_sizes(usable)):
         return found, "sysfs"
-    import cpuinfo
-
-    info = cpuinfo.get_cpu_info()
-    machine = os.cpu_count() or cores
-    return cpuinfo_cache_sizes(info, machine, platform.system()), "py-cpuinfo"
+    return cpuinfo_cache_sizes(info, machine_cpus, system), "py-cpuinfo"
 
 
 def working_sets(
@@ -496,20 +493,19 @@ def working_sets(
 def measure_cache_bandwidth(
     cores: int,
     isa: list[str],
+    sizes: list[CacheSize],
+    sizes_from: str,
     seconds: float = 0.1,
-    sizes: list[CacheSize] | None = None,
     memory_bytes: int | None = None,
 ) -> list[CacheBandwidth]:
     """The read bandwidth of each cache level and of DRAM, every core at once (a copy each,
     each over its own buffer, at the widest vector the flags show), summed over the copies:
     one entry per level, its gbps None with a reason where nothing here compiles the kernel, no
-    working set fits the level, or every window was shared. `sizes`: the cache levels (default:
-    this machine's, and where they were read); `memory_bytes`: the memory free (default:
-    psutil's)."""
+    working set fits the level, or every window was shared. `sizes`: the cache levels, as the
+    probe read them from `sizes_from`; `memory_bytes`: the memory free (default: psutil's)."""
     import psutil
 
     _, width, accumulators, vector = next(v for v in VECTORS if not v[0] or v[0] in isa)
-    sizes, sizes_from = cache_sizes(cores) if sizes is None else (sizes, "given")
     free = psutil.virtual_memory().available if memory_bytes is None else memory_bytes
     plan = working_sets(sizes, cores, free, width * accumulators)
     out = []

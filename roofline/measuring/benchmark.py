@@ -27,6 +27,7 @@ from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.hardware import BOOT_CACHE, live_hardware
 from roofline.device.peakflops import (
     CacheBandwidth,
+    CacheSize,
     FmaCeiling,
     binary_size,
     cpu_clock,
@@ -144,9 +145,11 @@ def measure_device(
         record["clock"] = cpu_clock(cores)
         record["fma"] = measure_fma(cores, isa, compiled_window_s(bench, FMA_WINDOW_S))
         log(f"{name} FMA ceiling: {describe_fma(record['fma'])}")
-        record["caches"] = measure_cache_bandwidth(
-            cores, isa, compiled_window_s(bench, CACHE_WINDOW_S)
-        )
+        # The levels the probe read (a described machine may list none: then only DRAM's).
+        sizes = [CacheSize(**level) for level in cpu.get("caches", [])]
+        where = cpu.get("caches_from", "not known")
+        window = compiled_window_s(bench, CACHE_WINDOW_S)
+        record["caches"] = measure_cache_bandwidth(cores, isa, sizes, where, window)
         log(f"{name} read bandwidth, every core: {describe_caches(record['caches'])}")
     record["libraries"] = libraries(list(dev.backends))
     return record
