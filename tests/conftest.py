@@ -4,6 +4,7 @@ import atexit
 import os
 import shutil
 import tempfile
+from pathlib import Path
 
 import pytest
 import torch
@@ -133,6 +134,34 @@ def empty_row(device, dtype, shape, status, reason):
     from roofline.interpretation.rows import row
 
     return row(empty(device, dtype, shape, status, reason))
+
+
+# The checkout's own caches of what this machine is (roofline.device.hardware.BOOT_CACHE) and
+# of what its probe decided (stages.probe.PROBE_CACHE): the user's next `dvc repro` here reads
+# them, so a played GPU a test left in one would be "here".
+CHECKOUT_CACHES = [
+    Path(__file__).resolve().parents[1] / ".dvc/tmp" / name
+    for name in ("hardware.json", "probe.json")
+]
+
+
+def _written(path: Path) -> tuple[int, int] | None:
+    try:
+        found = path.stat()
+    except FileNotFoundError:
+        return None
+    return found.st_mtime_ns, found.st_size
+
+
+@pytest.fixture(autouse=True)
+def checkout_caches_untouched():
+    """No test writes the checkout's machine caches (one measuring in-process runs in tmp_path)."""
+    before = [_written(path) for path in CHECKOUT_CACHES]
+    yield
+    for path, was in zip(CHECKOUT_CACHES, before, strict=True):
+        assert _written(path) == was, (
+            f"this test wrote {path}: run it in tmp_path (monkeypatch.chdir)"
+        )
 
 
 @pytest.fixture
