@@ -164,6 +164,18 @@ def checkout_caches_untouched():
         )
 
 
+@pytest.fixture(autouse=True)
+def tracebacks_kept():
+    """Each test starts with Python's tracebacks whole: SkyPilot's print_exception_no_traceback
+    sets sys.tracebacklimit to 0 and leaves it so where the error it wraps is raised, which hid
+    the next test's traceback in the same worker."""
+    import sys
+
+    yield
+    if hasattr(sys, "tracebacklimit"):
+        del sys.tracebacklimit
+
+
 @pytest.fixture
 def played(monkeypatch):
     """Play a machine's GPUs in this process through the CUDA stand-in (tests/fakes/cuda):

@@ -294,9 +294,13 @@ def test_a_run_with_a_competitor_throughout_shows_no_mfu_above_100_percent(tmp_p
     import csv
     import re
 
-    from tests.machines import DEVICES, clone, make_project, run
+    from tests.machines import DEVICES, PLAYED_CACHES, clone, make_project, run
 
     project = clone(make_project(tmp_path), tmp_path / "laptop", pull=False)
+    # This CPU as its probe finds it, with small played cache levels: the competitor is the
+    # subject, and this VM's sysfs L3 (480 MiB) would make each DRAM buffer 960 MiB.
+    live = hardware.cpu_info()
+    described = {"cpu": {**live, **PLAYED_CACHES, "cache_bytes": 1 << 20}, "gpus": []}
     overrides = [
         "devices.cpu.skus.any.clock_ghz=0.01",
         "devices.cpu.shapes=[[256,256,256]]",
@@ -306,8 +310,18 @@ def test_a_run_with_a_competitor_throughout_shows_no_mfu_above_100_percent(tmp_p
     # One process fewer than the CPUs already leaves every window at most (n)/(2n - 1) of a
     # CPU (2/3 on two), and slows the other tests running beside it less.
     with competitors(max(1, len(CPUS) - 1)):  # for the whole of the cpu's measurement
-        run(project, sys.executable, "-m", "dvc", "repro", f"{DEVICES}/cpu/dvc.yaml")
-    run(project, sys.executable, "-m", "dvc", "repro")  # the rest, and the deliverables
+        run(
+            project,
+            sys.executable,
+            "-m",
+            "dvc",
+            "repro",
+            f"{DEVICES}/cpu/dvc.yaml",
+            hardware=described,
+        )
+    run(
+        project, sys.executable, "-m", "dvc", "repro", hardware=described
+    )  # the rest, and the deliverables
     out = project / "experiments/x4-roofline"
     found = json.loads((out / "devices/cpu/results.json").read_text(encoding="utf-8"))
     # The FMA ceiling shared every window: not used, so it cannot lift the peak either.
