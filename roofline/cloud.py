@@ -117,7 +117,12 @@ class PlanLine:
 
     @property
     def estimate(self) -> float | None:
-        return None if self.per_hour is None else self.per_hour * self.minutes / 60
+        return cost(self.per_hour, self.minutes)
+
+
+def cost(per_hour: float | None, minutes: float) -> float | None:
+    """Dollars for `minutes` at `per_hour`; None where the price is unknown."""
+    return None if per_hour is None else per_hour * minutes / 60
 
 
 def cluster(name: str) -> str:
@@ -210,12 +215,16 @@ def make_plan(
     minutes: float,
 ) -> tuple[list[PlanLine], str | None]:
     """Each device's line, and a note where the catalogue was not asked or not reached."""
+
+    def from_conf(why: str, note: str) -> tuple[list[PlanLine], str]:
+        return [conf_line(n, devices[n], minutes, why) for n in names], note
+
     if clouds is None:
-        note = (
+        return from_conf(
+            "no cloud",
             "no enabled cloud known (no SkyPilot API server running: `uv run --group cloud sky "
-            "check`, or name some with --clouds): prices from conf/device's cost_per_hour"
+            "check`, or name some with --clouds): prices from conf/device's cost_per_hour",
         )
-        return [conf_line(n, devices[n], minutes, "no cloud") for n in names], note
     import requests
     import sky
 
@@ -226,17 +235,17 @@ def make_plan(
             offered = catalogue_line(name, found, minutes)
             lines.append(offered or conf_line(name, devices[name], minutes, "no offer"))
     except (requests.RequestException, OSError) as err:
-        note = (
+        return from_conf(
+            "offline",
             f"SkyPilot's catalogue could not be reached ({type(err).__name__}): prices from "
-            "conf/device's cost_per_hour (the lab's SKU, the lab's 2025 table), not today's offers"
+            "conf/device's cost_per_hour (the lab's SKU, the lab's 2025 table), not today's offers",
         )
-        return [conf_line(n, devices[n], minutes, "offline") for n in names], note
     return lines, None
 
 
-def total(lines: Sequence[PlanLine]) -> float | None:
-    estimates = [line.estimate for line in lines]
-    return None if None in estimates else sum(e for e in estimates if e is not None)
+def total(amounts: Sequence[float | None]) -> float | None:
+    """Their sum; None where any is unknown (never a partial sum as a total)."""
+    return None if None in amounts else sum(a for a in amounts if a is not None)
 
 
 def dollars(amount: float | None) -> str:
@@ -264,7 +273,7 @@ def show_plan(lines: Sequence[PlanLine], budget: float) -> str:
         for row in rows
     ]
     unpriced = [line.device for line in lines if line.per_hour is None]
-    summed = dollars(total(lines))
+    summed = dollars(total([line.estimate for line in lines]))
     if unpriced:  # what is known, and what is not: never a partial sum as the total
         priced = sum(line.estimate or 0.0 for line in lines)
         summed = f"at least ${priced:.2f} + unknown ({', '.join(unpriced)}: no price anywhere)"
@@ -286,7 +295,7 @@ def refusal(lines: Sequence[PlanLine], budget: float) -> str | None:
             "(above); only an offer is launched (`sky check` enables clouds; name the devices "
             "to rent the others)"
         )
-    spent = total(lines)
+    spent = total([line.estimate for line in lines])
     if spent is not None and spent > budget:
         return f"the plan's total {dollars(spent)} is above the budget ${budget:.2f} (--budget)"
     return None
@@ -377,8 +386,7 @@ class Outcome:
 
     @property
     def cost(self) -> float | None:
-        per_hour = self.line.per_hour
-        return None if per_hour is None else per_hour * self.minutes / 60
+        return cost(self.line.per_hour, self.minutes)
 
 
 def pod_task(line: PlanLine, run_id: str, environ: dict[str, str]) -> Any:
@@ -444,14 +452,15 @@ def run_pod(
     minutes = (clock() - started) / 60
     # What it handed back is fetched even where its cluster would not go down: it was paid for.
     files = fetch_handed_back(run_id, remote)
-    lock = files["dvc.lock"]
-    problem = handback_problem(line.device, lock.decode() if lock else None, files["results.json"])
+    raw = files["dvc.lock"]
+    lock = raw.decode() if raw else None
+    problem = handback_problem(line.device, lock, files["results.json"])
     if problem and code:
         problem = f"its job ended with exit code {code}; {problem}"
     return Outcome(
         line,
         minutes,
-        lock=None if problem else lock.decode(),  # type: ignore[union-attr]
+        lock=None if problem else lock,
         problem=problem,
         recoveries=recoveries,
         log=log,
@@ -463,16 +472,14 @@ def launch_all(
     lines: Sequence[PlanLine],
     sky_calls: SkyCalls,
     remote: Remote,
-    clock: Callable[[], float] = time.monotonic,
-    environ: dict[str, str] | None = None,
-    logs: Path = LOGS,
+    clock: Callable[[], float],
+    environ: dict[str, str],
 ) -> list[Outcome]:
     """Every pod at once, each followed in its own thread; their outcomes in plan order."""
-    logs.mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ if environ is None else environ)
+    LOGS.mkdir(parents=True, exist_ok=True)
     with ThreadPoolExecutor(max_workers=max(len(lines), 1)) as pool:
         futures = [
-            pool.submit(run_pod, line, sky_calls, remote, clock, env, logs) for line in lines
+            pool.submit(run_pod, line, sky_calls, remote, clock, environ, LOGS) for line in lines
         ]
         return [future.result() for future in futures]
 
@@ -488,11 +495,10 @@ def show_costs(outcomes: Sequence[Outcome]) -> str:
             + ("measured" if done.lock else f"not measured: {done.problem} (log: {done.log})")
             + (f"; ⚠ {done.billing}" if done.billing else "")
         )
-    spent = [done.cost for done in outcomes]
-    estimated = total([done.line for done in outcomes])
-    known = None if None in spent else sum(c for c in spent if c is not None)
+    spent = total([done.cost for done in outcomes])
+    estimated = total([done.line.estimate for done in outcomes])
     text.append(
-        f"total: {dollars(known)} (estimate {dollars(estimated)}), by this machine's clock from "
+        f"total: {dollars(spent)} (estimate {dollars(estimated)}), by this machine's clock from "
         "each launch to its job's end: the cloud's bill is the word"
     )
     return "\n".join(text)
@@ -511,7 +517,7 @@ def known_clouds(args: argparse.Namespace, sky_calls: SkyCalls) -> list[str] | N
     return sky_calls.get(sky_calls.enabled_clouds())
 
 
-def pod_hand_back(names: Sequence[str]) -> None:
+def pod_hand_back(name: str) -> None:
     """`--hand-back DEVICE`, the pod's last step."""
     from dvc.repo import Repo
 
@@ -519,9 +525,6 @@ def pod_hand_back(names: Sequence[str]) -> None:
     if not run_id:
         print(f"{RUN_ENV} is not set (a launch by hand): nothing handed back; commit the lock here")
         return
-    if len(names) != 1:
-        raise ConfigError(f"--hand-back takes one device, the pod's; got {list(names) or 'none'}")
-    (name,) = names
     hand_back(name, run_id, Repo(".").cloud.get_remote())
     print(f"{name}: dvc.lock and results.json left on the DVC remote under {run_id}")
 
@@ -552,10 +555,10 @@ def main(
         "--clouds", help="price on these clouds (comma-separated), not `sky check`'s"
     )
     parser.add_argument("--dry-run", action="store_true", help="print the plan only")
-    parser.add_argument("--hand-back", action="store_true", help=argparse.SUPPRESS)  # the pod's
+    parser.add_argument("--hand-back", metavar="DEVICE", help=argparse.SUPPRESS)  # the pod's
     args = parser.parse_args(argv)
     if args.hand_back:
-        return pod_hand_back(args.devices)
+        return pod_hand_back(args.hand_back)
     params = load_lab_params()
     devices = {name: to_plain(device_config(params, name)) for name in params.devices}
     names = chosen_devices(args.devices, list(devices))
@@ -565,7 +568,8 @@ def main(
     from dvc.repo import Repo  # here: --help stays fast
 
     repo = Repo(".")
-    missing = missing_before_launch(dict(os.environ), repo.config["core"].get("remote"))
+    environ = dict(os.environ)
+    missing = missing_before_launch(environ, repo.config["core"].get("remote"))
     if missing and not args.dry_run:
         raise ConfigError("nothing was launched:\n  " + "\n  ".join(missing))
     sky_calls = sky_calls or real_sky()
@@ -580,7 +584,7 @@ def main(
         return
     if why:
         raise RooflineError(f"nothing was launched: {why}")
-    outcomes = launch_all(lines, sky_calls, repo.cloud.get_remote(), clock)
+    outcomes = launch_all(lines, sky_calls, repo.cloud.get_remote(), clock, environ)
     print(show_costs(outcomes))
     handed = {device_dir(d.line.device) / "dvc.lock": d.lock for d in outcomes if d.lock}
     write_texts_atomic(handed)  # all or none, each with the user's umask

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from roofline.cloud import handback_problem, md5, missing_before_launch
+from roofline.configuration.params import RENTED_KINDS
 from roofline.machines.keys import fingerprint_values
 from roofline.machines.pipeline import SECRETS
 
@@ -36,7 +37,7 @@ def rentable() -> dict[str, list[str]]:
     return {
         name: dev["sky_accelerators"]
         for name, dev in device_confs().items()
-        if dev["kind"] in ("cuda", "rocm") and dev.get("sky_accelerators")
+        if dev["kind"] in RENTED_KINDS and dev.get("sky_accelerators")
     }
 
 

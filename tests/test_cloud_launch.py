@@ -7,6 +7,7 @@ local folder, and S3 played by moto's server."""
 import collections.abc
 import importlib
 import inspect
+import json
 import shutil
 import typing
 from pathlib import Path
@@ -105,21 +106,13 @@ def measures(work: Path, pods: Path):
         name = task.envs["DEVICE"]
         folder = pods / name / device_dir(name)
         folder.mkdir(parents=True, exist_ok=True)
-        results = (
-            f'{{"device": "{name}", "status": "measured", '
-            f'"fingerprint": {json_of(under("2.15.0"))}}}'
-        ).encode()
+        measured = {"device": name, "status": "measured", "fingerprint": under("2.15.0")}
+        results = json.dumps(measured).encode()
         (folder / "results.json").write_bytes(results)
         (folder / "dvc.lock").write_text(pod_lock(under("2.15.0"), results, device=name))
         hand_back(name, task.envs[RUN_ENV], Repo(work).cloud.get_remote(), root=pods / name)
 
     return script
-
-
-def json_of(value) -> str:
-    import json
-
-    return json.dumps(value)
 
 
 def test_dry_run_prices_every_pending_gpu_from_the_catalogue(lab, catalogue, capsys):
