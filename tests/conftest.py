@@ -3,6 +3,7 @@
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -169,8 +170,6 @@ def tracebacks_kept():
     """Each test starts with Python's tracebacks whole: SkyPilot's print_exception_no_traceback
     sets sys.tracebacklimit to 0 and leaves it so where the error it wraps is raised, which hid
     the next test's traceback in the same worker."""
-    import sys
-
     yield
     if hasattr(sys, "tracebacklimit"):
         del sys.tracebacklimit

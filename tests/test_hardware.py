@@ -133,3 +133,12 @@ def test_only_named_environment_variables_are_recorded(monkeypatch):
     recorded = environment()
     assert recorded["OMP_NUM_THREADS"] == "4" and recorded["ROOFLINE_HARDWARE"] == "pod.json"
     assert "AWS_SECRET_ACCESS_KEY" not in recorded and "alice" not in str(recorded)
+
+
+@pytest.mark.parametrize("variable", hardware.GPU_VISIBILITY)
+def test_each_variable_that_renumbers_the_gpus_keys_the_boot_cache(monkeypatch, variable):
+    for name in hardware.GPU_VISIBILITY:
+        monkeypatch.delenv(name, raising=False)
+    before = hardware.boot()
+    monkeypatch.setenv(variable, "1")
+    assert hardware.boot() != before  # a node's GPUs are probed again, not read as they were

@@ -376,9 +376,9 @@ def test_a_window_of_a_second_or_more_has_its_power_from_amdsmis_energy_counter(
 
 def nothing_renumbered(monkeypatch) -> None:
     """This process's environment, whatever the shell running the tests set."""
-    from roofline.device.amd_telemetry import VISIBLE
+    from roofline.device.hardware import GPU_VISIBILITY
 
-    for name in VISIBLE:
+    for name in GPU_VISIBILITY:
         monkeypatch.delenv(name, raising=False)
 
 

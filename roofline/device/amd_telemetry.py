@@ -26,6 +26,7 @@ from typing import Any
 
 from roofline.device import telemetry
 from roofline.device.description import NvmlLimits
+from roofline.device.hardware import GPU_VISIBILITY
 
 # amdsmi's violation flags as the NVML clock-event reasons the rows name (telemetry's
 # CLOCK_EVENT_REASONS), where they mean the same: package power tracking (PVIOL) is the power
@@ -71,10 +72,6 @@ def architecture(gcn_arch_name: str) -> str:
     return gcn_arch_name.split(":")[0]
 
 
-# Variables that renumber the GPUs a ROCm process sees (amdsmi lists every GPU of the host).
-VISIBLE = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-
-
 def open_gpu(uuid: str | None, index: int) -> Any:
     """amdsmi's handle of the GPU torch calls `index` with this UUID: by UUID where amdsmi
     reports the same one; else by index, only where nothing renumbered the GPUs torch sees and
@@ -90,7 +87,7 @@ def open_gpu(uuid: str | None, index: int) -> Any:
             continue
     import torch
 
-    renumbered = [name for name in VISIBLE if os.environ.get(name)]
+    renumbered = [name for name in GPU_VISIBILITY if os.environ.get(name)]  # amdsmi lists all
     if not renumbered and len(handles) == torch.cuda.device_count() and index < len(handles):
         return handles[index]
     raise LookupError(

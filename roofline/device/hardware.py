@@ -27,6 +27,9 @@ from roofline.device.description import (
 # when nothing changed (stages/probe.py).
 
 HARDWARE_ENV = "ROOFLINE_HARDWARE"
+# The variables that choose and renumber the GPUs torch sees: CUDA's, and ROCm's two (HIP's,
+# and the runtime's below it, which ROCm's torch honours too).
+GPU_VISIBILITY = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
 
 def usable_cpus() -> set[int] | None:
@@ -330,7 +333,7 @@ class BootKey(TypedDict):
     """What a cached description holds for (boot): it is probed again when any of it changes."""
 
     boot: str | float  # Linux's boot id, else psutil's boot time
-    cuda_visible_devices: str | None
+    visible_devices: dict[str, str | None]  # each of GPU_VISIBILITY's variables
     torch: str | None  # the installed torch's version (torch_version)
     cpus: list[int]  # the CPUs this process may use
     cpu_quota: list[str | None]  # the cgroup quota files' text, then $LOKY_MAX_CPU_COUNT
@@ -338,7 +341,7 @@ class BootKey(TypedDict):
 
 
 def boot() -> BootKey:
-    """What the cached description holds for: this boot, the GPUs CUDA may see, the torch
+    """What the cached description holds for: this boot, the GPUs torch may see, the torch
     installed (another torch may see other GPUs), and the CPUs this process may use (a run
     under `taskset` or a CPU quota has fewer cores than the next one may)."""
     try:
@@ -349,7 +352,7 @@ def boot() -> BootKey:
         boot_id = psutil.boot_time()
     return {
         "boot": boot_id,
-        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "visible_devices": {name: os.environ.get(name) for name in GPU_VISIBILITY},
         "torch": torch_version(),
         "cpus": sorted(usable_cpus() or []),
         "cpu_quota": [

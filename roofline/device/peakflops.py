@@ -490,34 +490,6 @@ def working_sets(
     return [*out, Planned("DRAM", min(working, room) // block * block, "", None)]
 
 
-# A cache level whose read is no more than this over DRAM's is not told apart from DRAM: its
-# working set went past the cache, as where the OS reports a size the CPU does not have (this
-# project's 2-vCPU VM reads 480 MiB of L3 in sysfs and measures it at DRAM's speed).
-DISTINCT_OVER_DRAM = 1.25
-
-
-def past_the_cache(caches: list[CacheBandwidth]) -> list[CacheBandwidth]:
-    """`caches` with each level whose figure DRAM's matches (within DISTINCT_OVER_DRAM) not
-    used: no ceiling is drawn for it, and its reason gives both figures and the size read."""
-    dram = next((c["gbps"] for c in caches if c["level"] == "DRAM"), None)
-    if dram is None:
-        return caches
-    out = []
-    for entry in caches:
-        gbps = entry["gbps"]
-        if entry["level"] == "DRAM" or gbps is None or gbps > DISTINCT_OVER_DRAM * dram:
-            out.append(entry)
-            continue
-        size = binary_size(entry.get("cache_bytes", 0))
-        why = (
-            f"not used: {gbps:.0f} GB/s, no faster than DRAM's {dram:.0f} GB/s, so its working "
-            f"set went past the cache: the {size} read from {entry.get('sizes_from', '?')} may "
-            "not be what this CPU has (a VM's)"
-        )
-        out.append(entry | {"gbps": None, "reason": why})
-    return out
-
-
 def measure_cache_bandwidth(
     cores: int,
     isa: list[str],
@@ -557,7 +529,7 @@ def measure_cache_bandwidth(
                 out.append(entry | {"reason": f"not measured: {why} here"})
             else:
                 out.append(entry | read_bandwidth(binary, level.working_set_bytes, cores, seconds))
-    return past_the_cache(out)
+    return out
 
 
 class ReadWindow(TypedDict, total=False):

@@ -14,7 +14,7 @@ from roofline.configuration.config import bench_settings, to_plain
 from roofline.core.errors import SchemaError
 from roofline.core.files import read_json
 from roofline.core.schema import RESTORE, check_version, fits, measurement_from_dict
-from roofline.interpretation.ceilings import headline
+from roofline.interpretation.ceilings import headline, past_the_cache
 from roofline.interpretation.datasheets import judged, measured_name
 from roofline.interpretation.interpret import JudgedDevice, interpret, lab_checks, peaks
 from roofline.interpretation.manifest import (
@@ -246,6 +246,7 @@ def measured_run(
         """A block of the record (`key` in it) as the run's `field` declares it, checked."""
         return read_as(RUN_TYPES[field], value, key, where, RESTORE)
 
+    caches = record.get("caches")  # a level no faster than DRAM is no ceiling of its own
     head = headline(rows[rows.series == "lab"], dev["kind"])
     checks = []
     if head is not None and head.dtype == "float16":
@@ -270,7 +271,7 @@ def measured_run(
         # A CPU's own ceilings; what each backend ran.
         clock=recorded("clock", record.get("clock"), "clock"),
         fma=recorded("fma", record.get("fma"), "fma"),
-        caches=recorded("caches", record.get("caches"), "caches"),
+        caches=recorded("caches", caches and past_the_cache(caches), "caches"),
         libraries=recorded("libraries", record.get("libraries"), "libraries"),
         sweep=sweep,
         measured_by_older=older or None,

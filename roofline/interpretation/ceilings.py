@@ -12,6 +12,7 @@ import pandas as pd
 from roofline.configuration.params import RENTED_KINDS
 from roofline.core.arithmetic import matmul_bytes, matmul_flops
 from roofline.core.dtypes import LAB_DTYPE
+from roofline.device.peakflops import CacheBandwidth, binary_size
 from roofline.device.telemetry import reason_words
 from roofline.interpretation import kernel_names
 from roofline.interpretation.interpret import assumed_clock_mhz
@@ -468,3 +469,33 @@ def breakdown(
     what_remains = f"what remains: achieved is {share(head.achieved_tflops, steps)}"
     steps.append(step(StepId.ACHIEVED, head.achieved_tflops, what_remains))
     return steps
+
+
+# A cache level whose read is no more than this over DRAM's is not told apart from DRAM: its
+# working set went past the cache, as where the OS reports a size the CPU does not have (this
+# project's 2-vCPU VM reads 480 MiB of L3 in sysfs and measures it at DRAM's speed).
+DISTINCT_OVER_DRAM = 1.25
+
+
+def past_the_cache(caches: list[CacheBandwidth]) -> list[CacheBandwidth]:
+    """A CPU's recorded cache ceilings (roofline.device.peakflops.measure_cache_bandwidth) with
+    each level whose figure DRAM's matches (within DISTINCT_OVER_DRAM) not used: no ceiling is
+    drawn for it, and its reason gives both figures and the size read. The record keeps the
+    figure as measured."""
+    dram = next((c["gbps"] for c in caches if c["level"] == "DRAM"), None)
+    if dram is None:
+        return caches
+    out = []
+    for entry in caches:
+        gbps = entry["gbps"]
+        if entry["level"] == "DRAM" or gbps is None or gbps > DISTINCT_OVER_DRAM * dram:
+            out.append(entry)
+            continue
+        size = binary_size(entry.get("cache_bytes", 0))
+        why = (
+            f"not used: {gbps:.0f} GB/s, no faster than DRAM's {dram:.0f} GB/s, so its working "
+            f"set went past the cache: the {size} read from {entry.get('sizes_from', '?')} may "
+            "not be what this CPU has (a VM's)"
+        )
+        out.append(entry | {"gbps": None, "reason": why})
+    return out

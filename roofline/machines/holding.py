@@ -78,5 +78,6 @@ def holding(name: str, stage: str, measuring: bool = True) -> Iterator[None]:
             write_text_atomic(named, json.dumps(who))  # a waiter reads it whole or not at all
         yield
     finally:
-        named.unlink(missing_ok=True)  # never names a holder that has gone
+        with contextlib.suppress(OSError):  # never names a holder that has gone
+            named.unlink(missing_ok=True)
         lock.release()

@@ -8,7 +8,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -122,8 +122,9 @@ def measure_device(
     node = node_gpus(kind, found)
     if len(node) > 1:  # before this process makes a context: no GPU is shared with it
         rows = measure_node(name, dev, bench, node, log)
-    target = target_for(kind, found, log)
-    if len(node) <= 1:
+        target = target_for(kind, found, log)
+    else:
+        target = target_for(kind, found, log)
         rows = measure_points(name, dev, bench, target, found, log)
     memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
     log(f"{name} copy {bench.copy_mib} MiB: {memory['gbps']:.1f} GB/s (read + write)")
@@ -243,7 +244,6 @@ def measure_node(
         each = [
             pool.submit(measure_gpu, name, dev, bench, gpu, slot) for slot, gpu in enumerate(gpus)
         ]
-        wait(each)
     # A GPU's failure ends the stage, with its own error: not the others' broken barrier.
     errors = [error for future in each if (error := future.exception())]
     if errors:
