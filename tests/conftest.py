@@ -1,10 +1,7 @@
 """Shared helpers: devices built through the real schema, hardware described in JSON."""
 
-import atexit
 import os
-import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -14,12 +11,6 @@ from tests.machines import PLAYED_CACHES
 
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
-# Each test process (an xdist worker) its own temporary folder, for it and the processes it
-# starts: a device's measuring hold (roofline.machines.holding) is machine-wide there, and one
-# worker's end-to-end CPU benchmark would otherwise keep the other's tests waiting their turn.
-_private = tempfile.mkdtemp(prefix=f"roofline-{os.environ.get('PYTEST_XDIST_WORKER', 'tests')}-")
-atexit.register(shutil.rmtree, _private, ignore_errors=True)
-os.environ["TMPDIR"] = tempfile.tempdir = _private
 
 LAPTOP = {
     "cpu": {
