@@ -1,8 +1,10 @@
 """The pipeline's stages, one module each, run by DVC as `python -m stages.<name>`."""
 
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
-from roofline.core import errors
+from roofline.core import errors, spent
 
 KEPT = "nothing was written: the previous results are as they were"
 RENDERED = "nothing was written: the previous deliverables are as they were"
@@ -24,4 +26,10 @@ def run(main: Callable[[], None], kept: str = KEPT) -> None:
 
             raise with_override_hint(err) from err
 
-    errors.run(stage, kept)
+    with spent.logged(name_of_stage()):
+        errors.run(stage, kept)
+
+
+def name_of_stage() -> str:
+    """This stage as its command names it: "benchmark cpu", "report"."""
+    return " ".join([Path(sys.argv[0]).stem, *sys.argv[1:]])

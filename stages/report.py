@@ -1,12 +1,13 @@
 """Stage report: results.csv + manifest.json (+ the plot it shows) -> REPORT.md (one page) and
 REPORT-appendix.md (each device's whole story, every point against the roofline's prediction)."""
 
+from roofline.core import spent
 from roofline.core.files import write_texts_atomic
 from roofline.core.paths import EXPERIMENT
 from roofline.interpretation.manifest import load_manifest
 from roofline.interpretation.tables import load_knobs, load_table
 from roofline.rendering.report import appendix, render
-from stages import RENDERED, run
+from stages import RENDERED, name_of_stage, run
 
 
 def main() -> None:
@@ -21,6 +22,14 @@ def main() -> None:
             EXPERIMENT / "REPORT-appendix.md": appendix(rows, manifest, knobs),
         }
     )
+    # The last stage: where this run's time went (its measurements' split from their records).
+    measured = {
+        name: entry.measured.spent
+        for name, entry in manifest.devices.items()
+        if entry.measured is not None and entry.measured.spent
+    }
+    if said := spent.said_at_end(name_of_stage(), measured):
+        print(said)
 
 
 if __name__ == "__main__":

@@ -209,7 +209,7 @@ def test_unknown_device_names_the_known_ones():
 def test_load_params_rejects_a_hand_edited_params_file(tmp_path):
     bad = tmp_path / "params.yaml"
     bad.write_text(
-        (ROOT / "params.yaml").read_text(encoding="utf-8").replace("repeats: 10", "repeats: many"),
+        (ROOT / "params.yaml").read_text(encoding="utf-8").replace("repeats: 3", "repeats: many"),
         encoding="utf-8",
     )
     with pytest.raises(ConfigError, match="many"):

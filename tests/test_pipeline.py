@@ -109,6 +109,30 @@ def test_laptop_measures_its_cpu_and_keeps_the_pulled_pod_results(story):
     assert (laptop / "experiments/x4-roofline/roofline.png").stat().st_size > 10_000
 
 
+def test_the_run_says_at_its_end_where_its_time_went_and_the_manifest_keeps_it(story):
+    said = story["laptop_out"].split("where the time went (", 1)[1]
+    lines = said.splitlines()
+    assert lines[1].startswith("  DVC itself (the pipeline, hashes, locks): ")
+    assert lines[2].startswith(f"  imports, {len(ran(story['laptop_out']))} stage processes: ")
+    benchmark = next(line for line in lines if line.startswith("  benchmark cpu: "))
+    for part in ("float32 48x48x48 torch", "float32 48x48x48 numpy", "copy", "clock", "FMA"):
+        assert f"{part}" in benchmark, benchmark
+    assert any(line.startswith("  report: ") for line in lines[:10])
+    manifest = json.loads((story["laptop"] / "experiments/x4-roofline/manifest.json").read_text())
+    spent = manifest["devices"]["cpu"]["spent"]
+    assert set(spent) == {
+        "float32 48x48x48 torch",
+        "float32 48x48x48 numpy",
+        "copy",
+        "clock",
+        "FMA ceiling",
+        "cache ceilings",
+    }
+    assert all(seconds >= 0 for seconds in spent.values())
+    assert sum(spent.values()) <= results(story["laptop"], "cpu")["run"]["wall_s"] + 60
+    assert "spent" not in manifest["devices"]["h100"]  # pending: nothing measured
+
+
 def test_a_second_repro_measures_nothing(story):
     out = dvc(story["laptop"], "repro", hardware=LAPTOP)
     assert measured_benchmarks(out) == set()

@@ -275,6 +275,7 @@ def measured_run(
         libraries=recorded("libraries", record.get("libraries"), "libraries"),
         sweep=sweep,
         measured_by_older=older or None,
+        spent=recorded("spent", run.get("spent"), "run.spent"),
     )
 
 

@@ -213,6 +213,8 @@ class MeasuredRun:
     measured_by_older: dict[str, OlderStage] | None = field(
         default=None, metadata=WHEN_SET
     )  # by stage
+    # Seconds each part of the measurement took (each point, the copy, a CPU's ceilings).
+    spent: dict[str, float] | None = field(default=None, metadata=WHEN_SET)
 
 
 @dataclass(frozen=True)

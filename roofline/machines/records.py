@@ -69,6 +69,9 @@ class RunInfo(TypedDict):
     versions: dict[str, str | None]
     environment: dict[str, str]
     threads: int | None  # a CPU's: torch's threads
+    # Seconds each part of the run took (each point, the copy, a CPU's clock, FMA and caches):
+    # where the time went, for whoever slows it next. Older records have none.
+    spent: NotRequired[dict[str, float]]
 
 
 class CopyCeiling(TypedDict):

@@ -3,11 +3,12 @@ as the device's results record. Measurements only: the aggregate stage interpret
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
@@ -105,6 +106,16 @@ def run_info(started: datetime, t0: float, kind: str) -> RunInfo:
     }
 
 
+@contextlib.contextmanager
+def timing(spent: dict[str, float], what: str) -> Iterator[None]:
+    """Add the block's seconds to `spent[what]`."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        spent[what] = round(spent.get(what, 0.0) + time.perf_counter() - start, 3)
+
+
 def measure_device(
     name: str,
     dev: DictConfig,
@@ -117,16 +128,18 @@ def measure_device(
     copy bandwidth (and a CPU's clock), as its record, with the fingerprint (hardware, torch)
     it was measured under."""
     kind = dev.kind.name
-    begun = started()
+    begun, spent = started(), {}
     check_fits(name, dev, found["memory_bytes"], bench.copy_mib * 2**20)
     node = node_gpus(kind, found)
     if len(node) > 1:  # before this process makes a context: no GPU is shared with it
-        rows = measure_node(name, dev, bench, node, log)
+        with timing(spent, f"{len(node)} GPUs' points"):
+            rows = measure_node(name, dev, bench, node, log)
         target = target_for(kind, found, log)
     else:
         target = target_for(kind, found, log)
-        rows = measure_points(name, dev, bench, target, found, log)
-    memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
+        rows = measure_points(name, dev, bench, target, found, log, spent)
+    with timing(spent, "copy"):
+        memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
     log(f"{name} copy {bench.copy_mib} MiB: {memory['gbps']:.1f} GB/s (read + write)")
     record: Record = {
         "schema": SCHEMA_VERSION,
@@ -143,16 +156,20 @@ def measure_device(
     if kind == "cpu":  # the CPU itself: its clock, and its FMA ceiling at the widest vector
         cpu = cast(CpuInfo, found)
         cores, isa = cpu["logical_cores"], cpu["isa"]
-        record["clock"] = cpu_clock(cores)
-        record["fma"] = measure_fma(cores, isa, compiled_window_s(bench, FMA_WINDOW_S))
+        with timing(spent, "clock"):
+            record["clock"] = cpu_clock(cores)
+        with timing(spent, "FMA ceiling"):
+            record["fma"] = measure_fma(cores, isa, compiled_window_s(bench, FMA_WINDOW_S))
         log(f"{name} FMA ceiling: {describe_fma(record['fma'])}")
         # The levels the probe read (a described machine may list none: then only DRAM's).
         sizes = [CacheSize(**level) for level in cpu.get("caches", [])]
         where = cpu.get("caches_from", "not known")
         window = compiled_window_s(bench, CACHE_WINDOW_S)
-        record["caches"] = measure_cache_bandwidth(cores, isa, sizes, where, window)
+        with timing(spent, "cache ceilings"):
+            record["caches"] = measure_cache_bandwidth(cores, isa, sizes, where, window)
         log(f"{name} read bandwidth, every core: {describe_caches(record['caches'])}")
     record["libraries"] = libraries(list(dev.backends))
+    record["run"]["spent"] = spent
     return record
 
 
@@ -163,16 +180,21 @@ def measure_points(
     target: Target,
     found: Found,
     log: Callable[[str], None] = say,
+    spent: dict[str, float] | None = None,
 ) -> list[Measurement]:
     """Every (dtype, shape, backend) point of the device on `target`, then the headline point
-    again in one long window (GPUs; a CPU only when asked)."""
-    rows = []
+    again in one long window (GPUs; a CPU only when asked); each one's seconds in `spent`."""
+    rows, spent = [], {} if spent is None else spent
     with progress(points(dev), name) as bar:
         for dtype, shape, backend in bar:
             bar.set_postfix_str(f"{dtype} {shape} {backend}")
-            rows.append(measure_point(name, dtype, shape, target, bench, found, backend, log=log))
+            with timing(spent, f"{dtype} {'x'.join(map(str, shape))} {backend}"):
+                row = measure_point(name, dtype, shape, target, bench, found, backend, log=log)
+            rows.append(row)
             log(describe(rows[-1]))
+    start = time.perf_counter()
     if sustained := measure_sustained(name, rows, target, bench, found, log):
+        spent["sustained"] = round(time.perf_counter() - start, 3)
         rows.append(sustained)
         log(f"[sustained] {describe(sustained)}")
     return rows

@@ -134,6 +134,9 @@ PLAYED_HIP = "6.4.0-played"
 # Machines to play: a list of physical GPUs (NVML's order) and how the host's NVML behaves.
 # TunableOp's played search picks "tunable_winner" (default "Default": cuBLAS's own call won);
 # "cupti": false plays a host whose torch profiler cannot trace CUDA kernels.
+# A node's GPUs: a GEMM's time on the played device's clock, and a 1 MiB L2, so that a tiny
+# test shape rotates over a few operand sets (a graph of 4,096 calls each GPU took 20 s here).
+NODE = {"gemm_s": 1e-3, "l2_bytes": 1 * MIB}
 MACHINES = {
     # An H100 SXM pod with a recent driver: every NVML field answers.
     "h100": {"driver": "580.65.06", "gpus": [H100_SXM]},
@@ -155,18 +158,23 @@ MACHINES = {
     # An H100 with a 1 MiB L2: tiny test shapes rotate over a few operand sets, not 4096.
     "small_l2": {"driver": "580.65.06", "gpus": [dict(H100_SXM, l2_bytes=1 * MIB)]},
     # A node of four H100s measured at once, the last slower: hot, its clock held by a
-    # hardware thermal slowdown, its GEMMs taking ten times as long (played by sleeping).
+    # hardware thermal slowdown, its GEMMs taking ten times as long. Slow by construction: each
+    # GPU's GEMM takes its `gemm_s` on the played device's clock, which its events read, however
+    # busy the host is (a host timing four processes on two cores decides nothing).
     "four_gpus": {
         "driver": "580.65.06",
         "gpus": [
-            *(dict(H100_SXM, uuid=f"8f0e2d6a-0000-4000-8000-00000000001{i}") for i in range(3)),
+            *(
+                dict(H100_SXM, uuid=f"8f0e2d6a-0000-4000-8000-00000000001{i}", **NODE)
+                for i in range(3)
+            ),
             dict(
                 H100_SXM,
                 uuid="8f0e2d6a-0000-4000-8000-000000000013",
                 sm_mhz=1200,
                 temp_c=88,
                 reasons=0x40,  # hw_thermal_slowdown
-                speed=0.1,
+                **(NODE | {"gemm_s": 1e-2}),
             ),
         ],
     },
@@ -236,6 +244,8 @@ class State:
         self.capture: CUDAGraph | None = None  # the graph being captured, if one is
         self.warmed: set[tuple[int, str]] = set()  # (stream, op) run outside a capture
         self.unsynced: list[Event] = []  # events recorded since the last synchronise
+        # A GPU with a played `gemm_s`: its device's clock, which its events read (seconds).
+        self.device_s: dict[int, float] = {}
         self.fast_accum: list[bool] = []  # use_fast_accum of each float8 matmul
         self.memory = {"in_use": 0, "peak": 0, "blocks": {}}
         self.tunable = {
@@ -382,12 +392,25 @@ def _before(func: object, args: tuple, kwargs: dict) -> None:
         state.fast_accum.append(bool(named.get("use_fast_accum", False)))
 
 
-def _slow_down(func: object, started: int) -> None:
-    """A GEMM on a played GPU slower than the others (its "speed", below 1) takes 1/speed of
-    its time: the rest slept, so the other GPUs' processes keep the CPU."""
-    speed = gpu(state.visible()[state.current]).get("speed", 1.0)
-    if speed < 1.0 and _op(func) in GEMMS:
-        time.sleep((time.perf_counter_ns() - started) * (1 / speed - 1) / 1e9)
+def _device_clock() -> float | None:
+    """The current GPU's device clock, where the machine plays one (its `gemm_s`), else None:
+    its events read the host's clock, as the other played GPUs' do."""
+    physical = state.visible()[state.current]
+    if "gemm_s" not in gpu(physical):
+        return None
+    return state.device_s.setdefault(physical, 0.0)
+
+
+def _on_device(func: object, started: int) -> None:
+    """An op's time on a played device clock: a GEMM its GPU's `gemm_s`, any other op what it
+    took here. Host time between ops is not the device's: a busy host slows no played GEMM."""
+    if _device_clock() is None:
+        return
+    physical = state.visible()[state.current]
+    took = (
+        gpu(physical)["gemm_s"] if _op(func) in GEMMS else (time.perf_counter_ns() - started) / 1e9
+    )
+    state.device_s[physical] += took
 
 
 def _allocate(outputs: list) -> None:
@@ -667,7 +690,7 @@ def _device_mode():
             started = time.perf_counter_ns()
             out = _fnuz_scaled_mm(func, args, kwargs)
             out = func(*args, **kwargs) if out is None else out
-            _slow_down(func, started)
+            _on_device(func, started)
             _profile(func, args, started)
             outputs = _tensors(out)
             _allocate(outputs)
@@ -693,7 +716,8 @@ class Event:
         self.timing, self.at, self.done = enable_timing, None, False
 
     def record(self, stream=None) -> None:
-        self.at, self.done = time.perf_counter(), False
+        device = _device_clock()
+        self.at, self.done = time.perf_counter() if device is None else device, False
         state.unsynced.append(self)
 
     def synchronize(self) -> None:
@@ -802,7 +826,9 @@ class CUDAGraph:
         with torch._C._DisableTorchDispatch():
             for func, args, kwargs, outputs in self.ops:
                 named = dict(zip(kwargs, _rebuilt(kwargs.values()), strict=True))
+                started = time.perf_counter_ns()
                 out = func(*_rebuilt(args), **named)
+                _on_device(func, started)  # a replayed GEMM takes its device time too
                 for kept, new in zip(outputs, _tensors(out), strict=False):
                     if kept is not None and kept.data_ptr() != new.data_ptr():
                         kept.copy_(new)  # into the graph's memory, where a replay writes
@@ -925,7 +951,10 @@ def set_device(device) -> None:
 
 
 def _sleep(cycles):
-    time.sleep(cycles / (gpu(state.visible()[state.current])["sm_mhz"] * 1e6))
+    seconds = cycles / (gpu(state.visible()[state.current])["sm_mhz"] * 1e6)
+    if _device_clock() is not None:
+        state.device_s[state.visible()[state.current]] += seconds
+    time.sleep(seconds)
 
 
 def reset_peak_memory_stats(device=None) -> None:

@@ -1,0 +1,138 @@
+"""Where a `dvc repro`'s time went: each stage process logs its imports and its work, keyed by
+the DVC process that ran it, and the last stage says the whole, so that whoever slows the
+pipeline next sees by how much. A measuring record keeps its own split (roofline.measuring)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+LOG = Path(".dvc/tmp/spent.jsonl")  # DVC's own scratch folder: never tracked, never pushed
+SMALL_S = 0.5  # a stage's work under this (a pending device's) is counted with the rest
+
+
+@dataclass(frozen=True)
+class Run:
+    """The `dvc repro` (or `dvc exp run`) a stage process belongs to."""
+
+    key: str  # the DVC process: its pid and start, as the OS keeps them
+    started: float  # its start, in time.time()'s seconds
+    setup_s: float | None  # `uv run`'s own time before it started DVC; None without uv
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One stage process: from its start to its main (imports), and its main (work)."""
+
+    run: str  # its Run's key
+    stage: str  # "benchmark cpu", "report"
+    started: float
+    imports_s: float
+    work_s: float
+
+
+def started_at(process: Any = None) -> float:
+    """When a process (psutil's; this one by default) started, in time.time()'s seconds. On
+    Linux psutil counts from the boot time rounded to the second, which would put up to a
+    second into every stage's imports: there its age is read from /proc, on one clock."""
+    import psutil  # the stages' only: a bare GPU image runs the suite without it
+
+    process = process or psutil.Process()
+    try:
+        stat = Path(f"/proc/{process.pid}/stat").read_text(encoding="utf-8")
+        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22: starttime, since boot
+        uptime = float(Path("/proc/uptime").read_text(encoding="utf-8").split()[0])
+        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, AttributeError):  # no /proc: macOS, Windows
+        return process.create_time()
+
+
+def this_run() -> Run | None:
+    """The DVC process this one was started by (through a shell), or None outside DVC."""
+    import psutil
+
+    with contextlib.suppress(psutil.Error):
+        for parent in psutil.Process().parents():
+            if any(Path(part).name in ("dvc", "dvc.exe") for part in parent.cmdline()[:3]):
+                above, setup = parent.parent(), None
+                if above is not None and above.name() in ("uv", "uv.exe"):
+                    setup = started_at(parent) - started_at(above)
+                return Run(f"{parent.pid}:{parent.create_time()}", started_at(parent), setup)
+    return None
+
+
+@contextlib.contextmanager
+def logged(stage: str, log: Path = LOG) -> Iterator[None]:
+    """Time a stage's main and log it, with its imports, under the DVC run that started it
+    (nothing is logged outside DVC, or where DVC's scratch folder is not there)."""
+    begun, wall = time.perf_counter(), time.time()
+    try:
+        yield
+    finally:
+        run = this_run() if log.parent.is_dir() else None
+        if run is not None:
+            started = started_at()
+            work = time.perf_counter() - begun
+            entry = StageTime(run.key, stage, started, wall - started, work)
+            with contextlib.suppress(OSError), log.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(asdict(entry)) + "\n")  # one short line: appended whole
+
+
+def stages_of(run: Run, log: Path = LOG) -> list[StageTime]:
+    """The stage processes of `run` logged so far, in the order they started."""
+    try:
+        lines = log.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    out = []
+    for line in lines:
+        with contextlib.suppress(ValueError, TypeError):
+            entry = StageTime(**json.loads(line))
+            if entry.run == run.key:
+                out.append(entry)
+    return sorted(out, key=lambda s: s.started)
+
+
+def said_at_end(stage: str, measured: dict[str, dict[str, float]], log: Path = LOG) -> str:
+    """The summary, said by the last stage of a run (`stage`, its work so far counted); ""
+    outside DVC."""
+    run = this_run() if log.parent.is_dir() else None
+    if run is None:
+        return ""
+    now = time.time()
+    # Its imports are its time before the call; its work, the rest.
+    started = started_at()
+    own = StageTime(run.key, stage, started, 0.0, now - started)
+    return summary(run, [*stages_of(run, log), own], now, measured)
+
+
+def summary(
+    run: Run, stages: list[StageTime], now: float, measured: dict[str, dict[str, float]]
+) -> str:
+    """Where the run's time went, a line each: uv's set-up, DVC's own, the stages' imports,
+    each stage's work (a benchmark's split by what it measured: `measured`, by device; the
+    small ones together), and the total from uv's start (or DVC's) to `now`."""
+    total = now - run.started + (run.setup_s or 0.0)
+    in_stages = sum(s.imports_s + s.work_s for s in stages)
+    lines = [f"where the time went ({total:.0f} s in all):"]
+    if run.setup_s is not None:
+        lines.append(f"  set-up (uv, before DVC started): {run.setup_s:.1f} s")
+    lines.append(f"  DVC itself (the pipeline, hashes, locks): {now - run.started - in_stages:.1f} s")
+    imports = sum(s.imports_s for s in stages)
+    lines.append(f"  imports, {len(stages)} stage processes: {imports:.1f} s")
+    for s in sorted(stages, key=lambda s: -s.work_s):
+        if s.work_s < SMALL_S:
+            continue
+        stage, _, device = s.stage.partition(" ")
+        parts = sorted(measured.get(device, {}).items(), key=lambda p: -p[1])
+        split = ", ".join(f"{what} {sec:.1f} s" for what, sec in parts if stage == "benchmark")
+        lines.append(f"  {s.stage}: {s.work_s:.1f} s" + (f" ({split})" if split else ""))
+    if rest := [s for s in stages if s.work_s < SMALL_S]:
+        lines.append(f"  {len(rest)} other stages: {sum(s.work_s for s in rest):.1f} s")
+    return "\n".join(lines)

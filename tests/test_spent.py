@@ -1,0 +1,55 @@
+"""Where a run's time went: the summary's arithmetic, and a process's start on one clock."""
+
+import os
+import time
+
+import psutil
+import pytest
+
+from roofline.core.spent import Run, StageTime, started_at, summary
+
+
+def stage(name: str, started: float, imports_s: float, work_s: float) -> StageTime:
+    return StageTime("1:2", name, started, imports_s, work_s)
+
+
+def test_the_summary_splits_the_run_into_set_up_dvc_imports_and_each_stage():
+    run = Run("1:2", started=1000.0, setup_s=4.0)
+    stages = [
+        stage("probe cpu", 1001.0, 2.0, 1.0),
+        stage("benchmark cpu", 1004.0, 2.0, 60.0),
+        stage("benchmark h100", 1066.0, 0.5, 0.2),
+        stage("report", 1067.0, 1.0, 2.0),
+    ]
+    measured = {"cpu": {"copy": 1.5, "float32 8192x8192x8192 torch": 25.0}}
+    lines = summary(run, stages, now=1080.0, measured=measured).splitlines()
+    # 80 s from DVC's start, and uv's 4 before it; the stages took 8.7 s of it.
+    assert lines[0] == "where the time went (84 s in all):"
+    assert lines[1] == "  set-up (uv, before DVC started): 4.0 s"
+    assert lines[2] == "  DVC itself (the pipeline, hashes, locks): 11.3 s"
+    assert lines[3] == "  imports, 4 stage processes: 5.5 s"
+    # The longest first; a benchmark's split the longest first too; a pending one's with the rest.
+    assert lines[4] == "  benchmark cpu: 60.0 s (float32 8192x8192x8192 torch 25.0 s, copy 1.5 s)"
+    assert lines[5:] == ["  report: 2.0 s", "  probe cpu: 1.0 s", "  1 other stages: 0.2 s"]
+
+
+def test_without_uv_there_is_no_set_up_line():
+    said = summary(Run("1:2", 0.0, None), [], now=10.0, measured={})
+    assert said.splitlines() == [
+        "where the time went (10 s in all):",
+        "  DVC itself (the pipeline, hashes, locks): 10.0 s",
+        "  imports, 0 stage processes: 0.0 s",
+    ]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads Linux's /proc")
+def test_a_process_start_is_read_on_the_wall_clock_within_a_tick():
+    # psutil's own start on Linux is counted from a boot time rounded to the second.
+    this = psutil.Process()
+    assert abs(started_at(this) - this.create_time()) < 1.05
+    assert 0 <= time.time() - started_at(this) < time.time() - this.create_time() + 1.05
+    child = psutil.Popen(["sleep", "0.3"])
+    try:
+        assert abs(started_at(child) - time.time()) < 0.3
+    finally:
+        child.wait()
