@@ -123,7 +123,9 @@ def summary(
     lines = [f"where the time went ({total:.0f} s in all):"]
     if run.setup_s is not None:
         lines.append(f"  set-up (uv, before DVC started): {run.setup_s:.1f} s")
-    lines.append(f"  DVC itself (the pipeline, hashes, locks): {now - run.started - in_stages:.1f} s")
+    lines.append(
+        f"  DVC itself (the pipeline, hashes, locks): {now - run.started - in_stages:.1f} s"
+    )
     imports = sum(s.imports_s for s in stages)
     lines.append(f"  imports, {len(stages)} stage processes: {imports:.1f} s")
     for s in sorted(stages, key=lambda s: -s.work_s):
