@@ -683,6 +683,13 @@ def _device_mode():
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Device(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            # torch's documented opt-out of wrapping __torch_dispatch__ in dynamo.disable, whose
+            # first call imports the compiler (2-4 s in every played process). The lab compiles
+            # nothing, and a real GPU has no dispatch mode to wrap.
+            return False
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             _before(func, args, kwargs)
