@@ -118,14 +118,8 @@ def played_machine(where, **changes) -> str:
 
 
 SMALL = [
-    "--size",
-    "64",
-    "--min-seconds",
-    "0.01",
-    "--warmup-seconds",
-    "0.01",
-    "--knob-seconds",
-    "0.1",
+    *("--size", "64", "--min-seconds", "0.01", "--warmup-seconds", "0.01"),
+    *("--copy-mib", "16", "--knob-seconds", "0.1"),  # 1 GiB copied is this CPU's memcpy: 6 s
 ]
 
 
@@ -135,6 +129,7 @@ def test_gpu_check_runs_the_cuda_tests_and_the_suite_and_writes_every_row(tmp_pa
     code, out = gpu_check(out_dir, played_machine(tmp_path), *SMALL)
     assert code == 0, out
     assert "gpu-check: CUDA tests exit 0, GPU suite exit 0" in out
+    assert "copy 16 MiB device-to-device" in out  # --copy-mib, passed on to the suite
     # One process: GPU timings must not share the GPU, and a bare image has no pytest-xdist.
     assert "bringing up nodes" not in (out_dir / "cuda-tests.log").read_text()
     (suite,) = json.loads((out_dir / "gpu-suite.json").read_text())
@@ -154,6 +149,15 @@ def test_gpu_check_runs_the_cuda_tests_and_the_suite_and_writes_every_row(tmp_pa
     assert "bare loop's peak memory" in out
     assert timing["do_bench_s"].startswith("absent")  # no triton driver on the stand-in
     assert "triton do_bench" in out and "bare loop, 2 events" in out and "harness/this" in out
+
+
+def test_a_copy_buffer_of_no_mib_is_refused_before_any_gpu_is_looked_for(capsys):
+    from roofline.gpu_suite import main
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["--copy-mib", "0"])
+    assert stopped.value.code == 2
+    assert "--copy-mib 0: allowed: a whole number of MiB, 1 or more" in capsys.readouterr().err
 
 
 def test_a_dtype_whose_call_raises_is_a_failed_row_and_the_suite_writes_the_rest(tmp_path):
