@@ -100,11 +100,14 @@ def config(devices: dict, **bench):
 
 def pytest_collection_modifyitems(config, items):
     # The two-machine story (tests/test_pipeline.py's `story`) is told by its first test, run
-    # first, while the other workers run the rest; the tests that read it come last, so no
-    # worker sits waiting for it to be told.
+    # first, while the other workers run the other slow tests; the tests that read it come
+    # after those, so no worker sits waiting for it to be told.
+    # The slow end-to-end tests next, the quick ones last: they fill in behind the long ones,
+    # so that no worker is left alone with a minute-long test at the end.
     story = [item for item in items if "story" in getattr(item, "fixturenames", ())]
-    rest = [item for item in items if item not in story]
-    items[:] = story[:1] + rest + story[1:]
+    slow = [item for item in items if "slow" in item.keywords and item not in story]
+    rest = [item for item in items if item not in story and item not in slow]
+    items[:] = story[:1] + slow + story[1:] + rest
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (CUDA); run scripts/gpu-check on one")
@@ -164,6 +167,24 @@ def tracebacks_kept():
     yield
     if hasattr(sys, "tracebacklimit"):
         del sys.tracebacklimit
+
+
+@pytest.fixture(scope="session")
+def rendered_project(tmp_path_factory, worker_id) -> Path:
+    """The project rendered once on a machine with none of its devices (tests.machines), shared
+    by every pytest-xdist worker: copy it (`rendered`) before changing it."""
+    from tests.machines import rendered_once
+
+    shared = tmp_path_factory.getbasetemp()
+    return rendered_once(shared if worker_id == "master" else shared.parent)
+
+
+@pytest.fixture
+def rendered(rendered_project, tmp_path) -> Path:
+    """A test's own copy of the rendered project: every record pending, nothing measured."""
+    from tests.machines import copied
+
+    return copied(rendered_project, tmp_path / "rendered")
 
 
 @pytest.fixture

@@ -239,3 +239,28 @@ def changed_files(lab: Path) -> set[str]:
     """The files that differ from the project's last commit, new ones included."""
     out = git(lab, "status", "--porcelain", "--untracked-files=all")
     return {line[3:] for line in out.splitlines()}
+
+
+def rendered_once(shared: Path) -> Path:
+    """A clone of the project whose `dvc repro` ran on a machine with none of its devices
+    (ELSEWHERE): every record pending, every deliverable rendered. Made once in `shared` (by
+    the first pytest-xdist worker to ask; the others wait for it, then read it); tests copy it
+    (`copied`), so none pays for a whole pipeline to get records to push."""
+    from filelock import FileLock
+
+    made, done = shared / "rendered", shared / "rendered.done"
+    with FileLock(str(shared / "rendered.lock")):
+        if not done.exists():
+            if made.exists():  # another worker's making failed part-way: made again, afresh
+                shutil.rmtree(made)
+            made.mkdir()
+            laptop = clone(make_project(made), made / "laptop", pull=False)
+            dvc(laptop, "repro", hardware=ELSEWHERE)
+            done.write_text("made\n")
+    return made / "laptop"
+
+
+def copied(project: Path, where: Path) -> Path:
+    """A copy of a clone (its DVC cache and remote settings too), to change without touching it."""
+    shutil.copytree(project, where, symlinks=True)
+    return where

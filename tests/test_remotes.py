@@ -11,7 +11,6 @@ from moto.server import ThreadedMotoServer
 from roofline.measuring.provenance import RECORDED_ENV
 from tests.machines import (
     DEVICES,
-    ELSEWHERE,
     LAPTOP,
     clone,
     dvc,
@@ -114,13 +113,18 @@ def test_results_round_trip_through_s3_byte_identical(tmp_path, s3_endpoint):
     assert git(bare, "status", "--porcelain") == ""
 
 
-def test_wrong_credentials_are_named_and_the_workspace_kept(tmp_path, s3_endpoint, monkeypatch):
+def on_s3(laptop, endpoint: str):
+    """A rendered project's copy (records to push, nothing measured) with the S3 remote."""
+    dvc(laptop, "remote", "modify", "store", "url", "s3://roofline/cache")
+    dvc(laptop, "remote", "modify", "store", "endpointurl", endpoint)
+    credentials(laptop)
+    return laptop
+
+
+def test_wrong_credentials_are_named_and_the_workspace_kept(rendered, s3_endpoint, monkeypatch):
     import moto.settings
 
-    origin = make_project(tmp_path, "s3://roofline/cache", endpointurl=s3_endpoint)
-    laptop = clone(origin, tmp_path / "laptop", pull=False)
-    credentials(laptop)
-    dvc(laptop, "repro", hardware=ELSEWHERE)  # records to push, nothing to measure
+    laptop = on_s3(rendered, s3_endpoint)
     before = raw(laptop, "cpu")
     monkeypatch.setattr(
         moto.settings, "INITIAL_NO_AUTH_ACTION_COUNT", 0
@@ -132,13 +136,8 @@ def test_wrong_credentials_are_named_and_the_workspace_kept(tmp_path, s3_endpoin
     assert raw(laptop, "cpu") == before
 
 
-def test_an_unreachable_remote_is_named_and_the_workspace_kept(tmp_path):
-    origin = make_project(
-        tmp_path, "s3://roofline/cache", endpointurl="http://127.0.0.1:9"
-    )  # discard port
-    laptop = clone(origin, tmp_path / "laptop", pull=False)
-    credentials(laptop)
-    dvc(laptop, "repro", hardware=ELSEWHERE)  # records to push, nothing to measure
+def test_an_unreachable_remote_is_named_and_the_workspace_kept(rendered):
+    laptop = on_s3(rendered, "http://127.0.0.1:9")  # the discard port
     before = raw(laptop, "cpu")
     code, out = sync(laptop, "push", check=False)
     assert code != 0 and "push with remote 'store' (s3://roofline/cache) failed" in out
