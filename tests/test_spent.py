@@ -21,7 +21,7 @@ def test_the_summary_splits_the_run_into_set_up_dvc_imports_and_each_stage():
         stage("benchmark h100", 1066.0, 0.5, 0.2),
         stage("report", 1067.0, 1.0, 2.0),
     ]
-    measured = {"cpu": {"copy": 1.5, "float32 8192x8192x8192 torch": 25.0}}
+    measured = {"cpu": {"copy": 1.5, "float32 8192x8192x8192 torch": 25.0, "skipped": 0.001}}
     lines = summary(run, stages, now=1080.0, measured=measured).splitlines()
     # 80 s from DVC's start, and uv's 4 before it; the stages took 8.7 s of it.
     assert lines[0] == "where the time went (84 s in all):"
@@ -53,3 +53,19 @@ def test_a_process_start_is_read_on_the_wall_clock_within_a_tick():
         assert abs(started_at(child) - time.time()) < 0.3
     finally:
         child.wait()
+
+
+def test_a_stage_that_fails_fails_with_its_own_error_whatever_its_timing_meets(
+    tmp_path, monkeypatch
+):
+    from roofline.core import spent
+
+    def no_psutil():
+        raise ImportError("No module named 'psutil'")
+
+    monkeypatch.setattr(spent, "this_run", no_psutil)
+    log = tmp_path / "tmp" / "spent.jsonl"
+    log.parent.mkdir()
+    with pytest.raises(ValueError, match="the stage's own"), spent.logged("probe", log):
+        raise ValueError("the stage's own")
+    assert not log.exists()

@@ -75,13 +75,15 @@ def logged(stage: str, log: Path = LOG) -> Iterator[None]:
     try:
         yield
     finally:
-        run = this_run() if log.parent.is_dir() else None
-        if run is not None:
-            started = started_at()
-            work = time.perf_counter() - begun
-            entry = StageTime(run.key, stage, started, wall - started, work)
-            with contextlib.suppress(OSError), log.open("a", encoding="utf-8") as out:
-                out.write(json.dumps(asdict(entry)) + "\n")  # one short line: appended whole
+        # Never the stage's failure, nor a mask over it: timing is worth less than either.
+        with contextlib.suppress(Exception):
+            run = this_run() if log.parent.is_dir() else None
+            if run is not None:
+                started = started_at()
+                work = time.perf_counter() - begun
+                entry = StageTime(run.key, stage, started, wall - started, work)
+                with log.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps(asdict(entry)) + "\n")  # one short line: appended whole
 
 
 def stages_of(run: Run, log: Path = LOG) -> list[StageTime]:
@@ -133,7 +135,8 @@ def summary(
             continue
         stage, _, device = s.stage.partition(" ")
         parts = sorted(measured.get(device, {}).items(), key=lambda p: -p[1])
-        split = ", ".join(f"{what} {sec:.1f} s" for what, sec in parts if stage == "benchmark")
+        shown = [(what, sec) for what, sec in parts if stage == "benchmark" and sec >= 0.05]
+        split = ", ".join(f"{what} {sec:.1f} s" for what, sec in shown)  # skipped points: none
         lines.append(f"  {s.stage}: {s.work_s:.1f} s" + (f" ({split})" if split else ""))
     if rest := [s for s in stages if s.work_s < SMALL_S]:
         lines.append(f"  {len(rest)} other stages: {sum(s.work_s for s in rest):.1f} s")
