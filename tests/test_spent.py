@@ -6,7 +6,7 @@ import time
 import psutil
 import pytest
 
-from roofline.core.spent import Run, StageTime, started_at, summary
+from roofline.core.spent import Run, StageTime, process, summary
 
 
 def stage(name: str, started: float, imports_s: float, work_s: float) -> StageTime:
@@ -42,17 +42,34 @@ def test_without_uv_there_is_no_set_up_line():
     ]
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads Linux's /proc")
-def test_a_process_start_is_read_on_the_wall_clock_within_a_tick():
-    # psutil's own start on Linux is counted from a boot time rounded to the second.
-    this = psutil.Process()
-    assert abs(started_at(this) - this.create_time()) < 1.05
-    assert 0 <= time.time() - started_at(this) < time.time() - this.create_time() + 1.05
-    child = psutil.Popen(["sleep", "0.3"])
+def test_a_process_is_read_with_its_parent_and_its_start_on_the_wall_clock():
+    this, child = process(os.getpid()), psutil.Popen(["sleep", "0.3"])
     try:
-        assert abs(started_at(child) - time.time()) < 0.3
+        seen = process(child.pid)
+        for _ in range(100):  # until the child has exec'd sleep (a fork has no argv of its own)
+            if seen.argv:
+                break
+            time.sleep(0.001)
+            seen = process(child.pid)
+        assert seen.parent == os.getpid() and seen.argv == ["sleep", "0.3"]
+        assert abs(seen.started - time.time()) < 0.3
+        assert seen.key == process(child.pid).key  # read twice, the same process
     finally:
         child.wait()
+    # psutil's own start on Linux counts from a boot time rounded to the second.
+    assert abs(this.started - psutil.Process().create_time()) < 1.05
+    assert this.parent == os.getppid() and this.key != seen.key
+
+
+def test_outside_dvc_no_run_is_found_and_nothing_is_logged(tmp_path):
+    from roofline.core import spent
+
+    assert spent.this_run() is None  # pytest's ancestors include no dvc
+    log = tmp_path / "tmp" / "spent.jsonl"
+    log.parent.mkdir()
+    with spent.logged("probe", log):
+        pass
+    assert not log.exists()
 
 
 def test_a_stage_that_fails_fails_with_its_own_error_whatever_its_timing_meets(

@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 LOG = Path(".dvc/tmp/spent.jsonl")  # DVC's own scratch folder: never tracked, never pushed
 SMALL_S = 0.5  # a stage's work under this (a pending device's) is counted with the rest
@@ -37,34 +37,60 @@ class StageTime:
     work_s: float
 
 
-def started_at(process: Any = None) -> float:
-    """When a process (psutil's; this one by default) started, in time.time()'s seconds. On
-    Linux psutil counts from the boot time rounded to the second, which would put up to a
-    second into every stage's imports: there its age is read from /proc, on one clock."""
-    import psutil  # the stages' only: a bare GPU image runs the suite without it
+class Process(NamedTuple):
+    """A process as the run's accounting needs it."""
 
-    process = process or psutil.Process()
+    key: str  # its pid and start as the OS counts it: the same whoever reads it
+    parent: int | None
+    started: float  # in time.time()'s seconds
+    argv: list[str]
+
+
+def process(pid: int) -> Process | None:
+    """A process by pid, from Linux's /proc (psutil's import alone is 50 ms in every stage, and
+    its start counts from a boot time rounded to the second); psutil's elsewhere."""
     try:
-        stat = Path(f"/proc/{process.pid}/stat").read_text(encoding="utf-8")
-        ticks = int(stat.rsplit(")", 1)[1].split()[19])  # field 22: starttime, since boot
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
         uptime = float(Path("/proc/uptime").read_text(encoding="utf-8").split()[0])
-        return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError, IndexError, AttributeError):  # no /proc: macOS, Windows
-        return process.create_time()
+    except (OSError, IndexError, ValueError):
+        return _by_psutil(pid)
+    age = uptime - int(stat[19]) / os.sysconf("SC_CLK_TCK")  # field 22: starttime, since boot
+    key = f"{pid}:{stat[19]}"
+    return Process(key, int(stat[1]) or None, time.time() - age, argv.split("\0")[:-1])
+
+
+def _by_psutil(pid: int) -> Process | None:
+    import psutil  # macOS and Windows: no /proc
+
+    try:
+        found = psutil.Process(pid)
+        started = found.create_time()
+        return Process(f"{pid}:{started}", found.ppid() or None, started, found.cmdline())
+    except psutil.Error:
+        return None
 
 
 def this_run() -> Run | None:
     """The DVC process this one was started by (through a shell), or None outside DVC."""
-    import psutil
-
-    with contextlib.suppress(psutil.Error):
-        for parent in psutil.Process().parents():
-            if any(Path(part).name in ("dvc", "dvc.exe") for part in parent.cmdline()[:3]):
-                above, setup = parent.parent(), None
-                if above is not None and above.name() in ("uv", "uv.exe"):
-                    setup = started_at(parent) - started_at(above)
-                return Run(f"{parent.pid}:{parent.create_time()}", started_at(parent), setup)
+    here = process(os.getpid())
+    while here is not None and here.parent is not None:
+        parent = process(here.parent)
+        if parent is None:
+            return None
+        if any(Path(part).name in ("dvc", "dvc.exe") for part in parent.argv[:3]):
+            above = process(parent.parent) if parent.parent else None
+            uv = above is not None and Path(above.argv[0] if above.argv else "").stem == "uv"
+            setup = parent.started - above.started if uv and above else None
+            return Run(parent.key, parent.started, setup)
+        here = parent
     return None
+
+
+def started_at() -> float:
+    """When this process started, in time.time()'s seconds."""
+    this = process(os.getpid())
+    return this.started if this is not None else time.time()
 
 
 @contextlib.contextmanager
