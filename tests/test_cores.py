@@ -260,7 +260,8 @@ def test_a_fenced_run_measures_one_core_and_a_plain_run_after_it_measures_them_a
 
     from tests.machines import clone, dvc, make_project, results, run
 
-    project = clone(make_project(tmp_path), tmp_path / "laptop", pull=False)
+    # No GPU device: its four stages would only pend, and the CPU is the subject.
+    project = clone(make_project(tmp_path, gpus=()), tmp_path / "laptop", pull=False)
     repro = (sys.executable, "-m", "dvc", "repro")
     run(project, "taskset", "-c", str(CPUS[0]), *repro)
     fenced = results(project, "cpu")
@@ -296,7 +297,8 @@ def test_a_run_with_a_competitor_throughout_shows_no_mfu_above_100_percent(tmp_p
 
     from tests.machines import DEVICES, PLAYED_CACHES, clone, make_project, run
 
-    project = clone(make_project(tmp_path), tmp_path / "laptop", pull=False)
+    # No GPU device: its four stages would only pend, and the CPU is the subject.
+    project = clone(make_project(tmp_path, gpus=()), tmp_path / "laptop", pull=False)
     # This CPU as its probe finds it, with small played cache levels: the competitor is the
     # subject, and this VM's sysfs L3 (480 MiB) would make each DRAM buffer 960 MiB.
     live = hardware.cpu_info()
