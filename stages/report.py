@@ -1,6 +1,8 @@
 """Stage report: results.csv + manifest.json (+ the plot it shows) -> REPORT.md (one page) and
 REPORT-appendix.md (each device's whole story, every point against the roofline's prediction)."""
 
+from datetime import datetime
+
 from roofline.core import spent
 from roofline.core.files import write_texts_atomic
 from roofline.core.paths import EXPERIMENT
@@ -24,7 +26,7 @@ def main() -> None:
     )
     # The last stage: where this run's time went (its measurements' split from their records).
     measured = {
-        name: entry.measured.spent
+        name: (datetime.fromisoformat(entry.measured.measured_at).timestamp(), entry.measured.spent)
         for name, entry in manifest.devices.items()
         if entry.measured is not None and entry.measured.spent
     }

@@ -117,7 +117,11 @@ def test_the_run_says_at_its_end_where_its_time_went_and_the_manifest_keeps_it(s
     benchmark = next(line for line in lines if line.startswith("  benchmark cpu: "))
     for part in ("float32 48x48x48 torch", "float32 48x48x48 numpy", "copy", "clock", "FMA"):
         assert f"{part}" in benchmark, benchmark
-    assert any(line.startswith("  report: ") for line in lines[:10])
+    # Every stage process is said: its own line, or among the small ones counted together.
+    end = next(i for i, line in enumerate(lines[1:], 1) if not line.startswith("  "))
+    stage_lines = [line for line in lines[3:end] if ": " in line and "other stages" not in line]
+    together = [int(line.split()[0]) for line in lines[3:end] if "other stages" in line]
+    assert len(stage_lines) + sum(together) == len(ran(story["laptop_out"]))
     manifest = json.loads((story["laptop"] / "experiments/x4-roofline/manifest.json").read_text())
     spent = manifest["devices"]["cpu"]["spent"]
     assert set(spent) == {

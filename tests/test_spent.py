@@ -1,7 +1,9 @@
 """Where a run's time went: the summary's arithmetic, and a process's start on one clock."""
 
+import json
 import os
 import time
+from dataclasses import asdict
 
 import psutil
 import pytest
@@ -31,6 +33,10 @@ def test_the_summary_splits_the_run_into_set_up_dvc_imports_and_each_stage():
     # The longest first; a benchmark's split the longest first too; a pending one's with the rest.
     assert lines[4] == "  benchmark cpu: 60.0 s (float32 8192x8192x8192 torch 25.0 s, copy 1.5 s)"
     assert lines[5:] == ["  report: 2.0 s", "  probe cpu: 1.0 s", "  1 other stages: 0.2 s"]
+    # A benchmark that measured is said however short; one that only pended is with the rest.
+    quick = [stage("benchmark cpu", 1004.0, 2.0, 0.1), stage("benchmark h100", 1005.0, 0.5, 0.2)]
+    lines = summary(run, quick, now=1010.0, measured={"cpu": {"copy": 0.06}}).splitlines()
+    assert lines[4:] == ["  benchmark cpu: 0.1 s (copy 0.1 s)", "  1 other stages: 0.2 s"]
 
 
 def test_without_uv_there_is_no_set_up_line():
@@ -86,3 +92,25 @@ def test_a_stage_that_fails_fails_with_its_own_error_whatever_its_timing_meets(
     with pytest.raises(ValueError, match="the stage's own"), spent.logged("probe", log):
         raise ValueError("the stage's own")
     assert not log.exists()
+
+
+def test_a_device_measured_before_this_run_is_not_said_as_measured_by_it(tmp_path, monkeypatch):
+    from roofline.core import spent
+
+    run = Run("9:9", started=time.time() - 60, setup_s=None)
+    monkeypatch.setattr(spent, "this_run", lambda: run)
+    log = tmp_path / "spent.jsonl"
+    log.write_text(
+        "\n".join(
+            json.dumps(asdict(StageTime("9:9", f"benchmark {name}", run.started + 1, 1.0, 1.0)))
+            for name in ("cpu", "podhost")
+        )
+        + "\n"
+    )
+    measured = {
+        "cpu": (run.started + 1, {"copy": 0.5}),  # measured by this run
+        "podhost": (run.started - 3600, {"copy": 9.0}),  # pulled: the pod measured it
+    }
+    said = spent.said_at_end("report", measured, log).splitlines()
+    assert "  benchmark cpu: 1.0 s (copy 0.5 s)" in said
+    assert "  benchmark podhost: 1.0 s" in said  # its work here, never the pod's split

@@ -127,9 +127,12 @@ def stages_of(run: Run, log: Path = LOG) -> list[StageTime]:
     return sorted(out, key=lambda s: s.started)
 
 
-def said_at_end(stage: str, measured: dict[str, dict[str, float]], log: Path = LOG) -> str:
+def said_at_end(
+    stage: str, measured: dict[str, tuple[float, dict[str, float]]], log: Path = LOG
+) -> str:
     """The summary, said by the last stage of a run (`stage`, its work so far counted); ""
-    outside DVC."""
+    outside DVC. `measured`: each measured device's (when it was measured, its split), of
+    which only those this run measured are said (a device pulled from a pod was not)."""
     run = this_run() if log.parent.is_dir() else None
     if run is None:
         return ""
@@ -137,15 +140,18 @@ def said_at_end(stage: str, measured: dict[str, dict[str, float]], log: Path = L
     # Its imports are its time before the call; its work, the rest.
     started = started_at()
     own = StageTime(run.key, stage, started, 0.0, now - started)
-    return summary(run, [*stages_of(run, log), own], now, measured)
+    # A record's start is written to the second: a second's grace.
+    here = {name: split for name, (at, split) in measured.items() if at >= run.started - 1}
+    return summary(run, [*stages_of(run, log), own], now, here)
 
 
 def summary(
     run: Run, stages: list[StageTime], now: float, measured: dict[str, dict[str, float]]
 ) -> str:
     """Where the run's time went, a line each: uv's set-up, DVC's own, the stages' imports,
-    each stage's work (a benchmark's split by what it measured: `measured`, by device; the
-    small ones together), and the total from uv's start (or DVC's) to `now`."""
+    each stage's work (a benchmark that measured, split by what it measured: `measured`, by
+    device; the other stages under SMALL_S together), and the total from uv's start (or
+    DVC's) to `now`."""
     total = now - run.started + (run.setup_s or 0.0)
     in_stages = sum(s.imports_s + s.work_s for s in stages)
     lines = [f"where the time went ({total:.0f} s in all):"]
@@ -156,14 +162,16 @@ def summary(
     )
     imports = sum(s.imports_s for s in stages)
     lines.append(f"  imports, {len(stages)} stage processes: {imports:.1f} s")
-    for s in sorted(stages, key=lambda s: -s.work_s):
-        if s.work_s < SMALL_S:
-            continue
+
+    def split_of(s: StageTime) -> dict[str, float] | None:
         stage, _, device = s.stage.partition(" ")
-        parts = sorted(measured.get(device, {}).items(), key=lambda p: -p[1])
-        shown = [(what, sec) for what, sec in parts if stage == "benchmark" and sec >= 0.05]
-        split = ", ".join(f"{what} {sec:.1f} s" for what, sec in shown)  # skipped points: none
-        lines.append(f"  {s.stage}: {s.work_s:.1f} s" + (f" ({split})" if split else ""))
-    if rest := [s for s in stages if s.work_s < SMALL_S]:
+        return measured.get(device) if stage == "benchmark" else None
+
+    shown = [s for s in stages if s.work_s >= SMALL_S or split_of(s) is not None]
+    for s in sorted(shown, key=lambda s: -s.work_s):
+        parts = sorted((split_of(s) or {}).items(), key=lambda p: -p[1])
+        said = ", ".join(f"{what} {sec:.1f} s" for what, sec in parts if sec >= 0.05)
+        lines.append(f"  {s.stage}: {s.work_s:.1f} s" + (f" ({said})" if said else ""))
+    if rest := [s for s in stages if s not in shown]:
         lines.append(f"  {len(rest)} other stages: {sum(s.work_s for s in rest):.1f} s")
     return "\n".join(lines)
