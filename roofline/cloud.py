@@ -26,8 +26,7 @@ AWS_SECRET_ACCESS_KEY in your shell; nothing is written to disk on the way."""
 from __future__ import annotations
 
 import argparse
-import hashlib
-import json
+import math
 import os
 import time
 import uuid
@@ -35,33 +34,31 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
-
-import yaml
+from typing import TYPE_CHECKING, Any, Protocol
 
 from roofline.configuration.config import device_config, to_plain
-from roofline.configuration.params import STAGE_PARAMS
 from roofline.core.errors import ConfigError, RooflineError, run
 from roofline.core.files import write_texts_atomic
-from roofline.core.paths import device_dir, fingerprint_path, results_path
+from roofline.core.paths import device_dir, fingerprint_path
 from roofline.interpretation.datasheets import judged
 from roofline.interpretation.lab_schema import load_lab_params
-from roofline.machines.keys import fingerprint_values
+from roofline.machines.handback import (
+    HANDED_BACK,
+    checked_run_id,
+    fetch_handed_back,
+    hand_back,
+    handback_problem,
+)
 from roofline.machines.pipeline import SECRETS, task_path
 from roofline.machines.records import lock_stage
 
 if TYPE_CHECKING:  # SkyPilot and DVC are imported where used: --help and a plan stay fast
     from dvc.data_cloud import Remote
 
-    from roofline.machines.records import LockFile
-
 # The lab's ceiling for its cloud runs: "Coste total en la nube: ~$2.30 (con 1 h de margen
 # presupuestario: techo ~$5)", the lab text's cost table (Lab 00, /work/shared/seed/).
 BUDGET = 5.0
 MINUTES = 30.0  # the lab's table: about 30 minutes of pod time per GPU
-# What a pod hands back, and where on the DVC remote it leaves them (one folder per launch).
-HANDED_BACK = ("dvc.lock", "results.json")
-HANDBACK_FOLDER = "roofline-handback"
 RUN_ENV = "ROOFLINE_HANDBACK"  # the launch's run id, set on the pod's task
 LOGS = Path(".dvc/tmp/cloud")  # each pod's log (.dvc/tmp is git-ignored)
 # The SkyPilot SDK calls a launch makes, by the name the seam gives each (SkyCalls).
@@ -144,6 +141,9 @@ def rentable(devices: Sequence[str]) -> list[str]:
 def chosen_devices(asked: Sequence[str], devices: Sequence[str]) -> list[str]:
     """The devices asked for (each must have a task file), or every pending rentable one."""
     gpus = rentable(devices)
+    twice = sorted({name for name in asked if list(asked).count(name) > 1})
+    if twice:  # one pod per device: a second would rent it again under the same cluster name
+        raise ConfigError(f"named more than once: {', '.join(twice)} (each device is one pod)")
     for name in asked:
         if name not in gpus:
             raise ConfigError(
@@ -286,19 +286,26 @@ def show_plan(lines: Sequence[PlanLine], budget: float) -> str:
     return "\n".join(text)
 
 
-def refusal(lines: Sequence[PlanLine], budget: float) -> str | None:
-    """Why this plan must not be launched, or None."""
+def refusals(lines: Sequence[PlanLine], budget: float) -> list[str]:
+    """Every reason this plan must not be launched (none: it may be)."""
+    why = []
     unoffered = [line.device for line in lines if line.cloud is None]
     if unoffered:
-        return (
+        why.append(
             f"{', '.join(unoffered)}: no offer from SkyPilot's catalogue on the clouds asked "
             "(above); only an offer is launched (`sky check` enables clouds; name the devices "
             "to rent the others)"
         )
-    spent = total([line.estimate for line in lines])
-    if spent is not None and spent > budget:
-        return f"the plan's total {dollars(spent)} is above the budget ${budget:.2f} (--budget)"
-    return None
+    known = sum(line.estimate or 0.0 for line in lines)  # what is known, judged all the same
+    at_least = "" if total([line.estimate for line in lines]) is not None else "at least "
+    if budget == 0:
+        why.append("the budget is $0.00 (--budget 0): a plan only")
+    elif known > budget:
+        why.append(
+            f"the plan's total {at_least}{dollars(known)} is above the budget ${budget:.2f} "
+            "(--budget)"
+        )
+    return why
 
 
 def missing_before_launch(environ: dict[str, str], default_remote: str | None) -> list[str]:
@@ -314,62 +321,6 @@ def missing_before_launch(environ: dict[str, str], default_remote: str | None) -
             "`uv run dvc remote add -d NAME URL`, then commit .dvc/config"
         )
     return missing
-
-
-def md5(data: bytes) -> str:
-    return hashlib.md5(data).hexdigest()
-
-
-def lock_md5s(lock: LockFile, stage: str, kind: Literal["deps", "outs"]) -> dict[str, str | None]:
-    entries = lock.get("stages", {}).get(stage, {}).get(kind, [])
-    return {entry["path"]: entry.get("md5") for entry in entries}
-
-
-def handback_problem(name: str, lock_text: str | None, results: bytes | None) -> str | None:
-    """Why a pod's dvc.lock must not be handed back (its run did not measure the device), or
-    None when it records a finished measurement of it."""
-    if lock_text is None or results is None:
-        return "the pod handed back no dvc.lock or results.json for it (its run failed early)"
-    record = json.loads(results)
-    if record.get("status") != "measured":
-        return (
-            f"its results are {record.get('status')}: the pod's probe did not find {name} "
-            "(its log says which GPU it saw)"
-        )
-    lock = yaml.safe_load(lock_text) or {}
-    measured_under = record.get("fingerprint") or {}
-    for stage in STAGE_PARAMS:  # each ran under the fingerprint the results were measured under
-        params = lock.get("stages", {}).get(stage, {}).get("params", {})
-        if params.get(str(fingerprint_path(name))) != fingerprint_values(measured_under, stage):
-            return f"its {stage} did not finish after the probe (a failed or interrupted run)"
-    if lock_md5s(lock, "benchmark", "outs").get(str(results_path(name))) != md5(results):
-        return "its results.json is not the one its dvc.lock records"
-    return None
-
-
-def handback_path(remote: Remote, run_id: str, file: str) -> str:
-    return remote.fs.join(remote.path, HANDBACK_FOLDER, run_id, file)
-
-
-def hand_back(name: str, run_id: str, remote: Remote, root: Path = Path(".")) -> None:
-    """On the pod: leave the device's dvc.lock and results.json (of the checkout at `root`) on
-    the DVC remote, under this launch's run id, for the launcher to fetch."""
-    remote.fs.makedirs(remote.fs.join(remote.path, HANDBACK_FOLDER, run_id))
-    for file in HANDED_BACK:
-        path = root / device_dir(name) / file
-        if path.exists():
-            remote.fs.pipe_file(handback_path(remote, run_id, file), path.read_bytes())
-
-
-def fetch_handed_back(run_id: str, remote: Remote) -> dict[str, bytes | None]:
-    """What a pod left under its run id (None for a file it did not leave)."""
-    found: dict[str, bytes | None] = {}
-    for file in HANDED_BACK:
-        try:
-            found[file] = remote.fs.cat_file(handback_path(remote, run_id, file))
-        except FileNotFoundError:
-            found[file] = None
-    return found
 
 
 @dataclass(frozen=True)
@@ -451,16 +402,20 @@ def run_pod(
         return Outcome(line, (clock() - started) / 60, problem=why, log=log, billing=billing)
     minutes = (clock() - started) / 60
     # What it handed back is fetched even where its cluster would not go down: it was paid for.
-    files = fetch_handed_back(run_id, remote)
-    raw = files["dvc.lock"]
-    lock = raw.decode() if raw else None
-    problem = handback_problem(line.device, lock, files["results.json"])
+    files: dict[str, bytes | None] = {}
+    try:
+        files = fetch_handed_back(run_id, remote)
+    except Exception as err:  # the remote, not the pod: said, and the other pods' kept
+        problem = f"what it left could not be fetched ({type(err).__name__}: {err})"
+    else:
+        problem = handback_problem(line.device, files["dvc.lock"], files["results.json"])
+    lock = None if problem else (files["dvc.lock"] or b"").decode()
     if problem and code:
         problem = f"its job ended with exit code {code}; {problem}"
     return Outcome(
         line,
         minutes,
-        lock=None if problem else lock,
+        lock=lock,
         problem=problem,
         recoveries=recoveries,
         log=log,
@@ -504,6 +459,43 @@ def show_costs(outcomes: Sequence[Outcome]) -> str:
     return "\n".join(text)
 
 
+def finite(text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}")
+    return value
+
+
+def dollars_allowed(text: str) -> float:
+    """--budget: a finite number of dollars, 0 or more (0 plans only)."""
+    return finite(text, "a budget in dollars (a finite number, 0 or more; 0 plans only)")
+
+
+def minutes_allowed(text: str) -> float:
+    """--minutes: a finite number of minutes, more than 0."""
+    value = finite(text, "a number of minutes (finite, more than 0)")
+    if value == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of minutes (more than 0)")
+    return value
+
+
+NO_SKYPILOT = (
+    "SkyPilot is not installed (it is the optional `cloud` group): "
+    "uv run --group cloud python -m roofline.cloud ..."
+)
+
+
+def skypilot_installed() -> bool:
+    try:
+        import sky  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def known_clouds(args: argparse.Namespace, sky_calls: SkyCalls) -> list[str] | None:
     """The clouds to price on: --clouds, else `sky check`'s. A dry run asks only an API
     server already running (it starts none); None where none is known."""
@@ -518,15 +510,28 @@ def known_clouds(args: argparse.Namespace, sky_calls: SkyCalls) -> list[str] | N
 
 
 def pod_hand_back(name: str) -> None:
-    """`--hand-back DEVICE`, the pod's last step."""
+    """`--hand-back DEVICE`, the pod's last step: says which files it left and which it had not."""
+    from dvc.config import NoRemoteError
     from dvc.repo import Repo
 
     run_id = os.environ.get(RUN_ENV)
     if not run_id:
         print(f"{RUN_ENV} is not set (a launch by hand): nothing handed back; commit the lock here")
         return
-    hand_back(name, run_id, Repo(".").cloud.get_remote())
-    print(f"{name}: dvc.lock and results.json left on the DVC remote under {run_id}")
+    checked_run_id(run_id)
+    try:
+        remote = Repo(".").cloud.get_remote()
+    except NoRemoteError:
+        raise RooflineError(
+            "no DVC remote: nothing handed back (`uv run dvc remote add -d NAME URL`)"
+        ) from None
+    left = hand_back(name, run_id, remote)
+    missing = [file for file in HANDED_BACK if file not in left]
+    said = f"{' and '.join(left)} left" if left else "nothing left"
+    print(
+        f"{name}: {said} on the DVC remote under {run_id}"
+        + (f"; not there to leave: {', '.join(missing)}" if missing else "")
+    )
 
 
 def main(
@@ -543,11 +548,14 @@ def main(
         help="GPU devices with a cloud/<device>.yaml (default: every pending one)",
     )
     parser.add_argument(
-        "--budget", type=float, default=BUDGET, help=f"dollars (default {BUDGET:g}, the lab's)"
+        "--budget",
+        type=dollars_allowed,
+        default=BUDGET,
+        help=f"dollars (default {BUDGET:g}, the lab's; 0 plans only)",
     )
     parser.add_argument(
         "--minutes",
-        type=float,
+        type=minutes_allowed,
         default=MINUTES,
         help=f"expected time per pod (default {MINUTES:g})",
     )
@@ -570,20 +578,24 @@ def main(
     repo = Repo(".")
     environ = dict(os.environ)
     missing = missing_before_launch(environ, repo.config["core"].get("remote"))
-    if missing and not args.dry_run:
-        raise ConfigError("nothing was launched:\n  " + "\n  ".join(missing))
-    sky_calls = sky_calls or real_sky()
-    lines, note = make_plan(names, devices, known_clouds(args, sky_calls), args.minutes)
+    installed = sky_calls is not None or skypilot_installed()
+    if not installed and not args.dry_run:
+        raise ConfigError(f"nothing was launched: {NO_SKYPILOT}")
+    sky_calls = sky_calls or (real_sky() if installed else None)
+    clouds = known_clouds(args, sky_calls) if sky_calls else None
+    lines, note = make_plan(names, devices, clouds, args.minutes)
+    if not installed:
+        note = f"{NO_SKYPILOT}: prices from conf/device's cost_per_hour"
     if note:
         print(note)
     print(show_plan(lines, args.budget))
-    why = refusal(lines, args.budget)
+    why = [*missing, *refusals(lines, args.budget)]
     if args.dry_run:
-        for problem in [*missing, *([why] if why else [])]:
+        for problem in why:
             print(f"a launch would stop here: {problem}")
         return
     if why:
-        raise RooflineError(f"nothing was launched: {why}")
+        raise RooflineError("nothing was launched: " + "; ".join(why))
     outcomes = launch_all(lines, sky_calls, repo.cloud.get_remote(), clock, environ)
     print(show_costs(outcomes))
     handed = {device_dir(d.line.device) / "dvc.lock": d.lock for d in outcomes if d.lock}

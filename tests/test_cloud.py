@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from roofline.cloud import handback_problem, md5, missing_before_launch
+from roofline.cloud import missing_before_launch
 from roofline.configuration.params import RENTED_KINDS
+from roofline.machines.handback import handback_problem, md5
 from roofline.machines.keys import fingerprint_values
 from roofline.machines.pipeline import SECRETS
 

@@ -21,16 +21,10 @@ sky = pytest.importorskip(
 from dvc.repo import Repo  # noqa: E402
 from sky.server.common import RequestId  # noqa: E402
 
-from roofline.cloud import (  # noqa: E402
-    RUN_ENV,
-    SKY_CALLS,
-    chosen_devices,
-    fetch_handed_back,
-    hand_back,
-    main,
-)
+from roofline.cloud import RUN_ENV, SKY_CALLS, chosen_devices, main  # noqa: E402
 from roofline.core.errors import ConfigError, RooflineError  # noqa: E402
 from roofline.core.paths import device_dir  # noqa: E402
+from roofline.machines.handback import fetch_handed_back, hand_back  # noqa: E402
 from tests.fakes.sky.played_sky import PlayedSky, Pod  # noqa: E402
 from tests.test_cloud import pod_lock, under  # noqa: E402
 
@@ -384,3 +378,159 @@ def test_each_played_call_returns_what_skypilot_returns(lab, catalogue):
         played.get(RequestId("never-issued"))
     with pytest.raises(sky.exceptions.ClusterDoesNotExist):
         played.get(played.down("roofline-h100"))  # taken down already
+
+
+# ---- money guarded at the door (bad input refused before anything is priced or launched) --
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--budget", "nan", "is not a budget in dollars"),
+        ("--budget", "-5", "is not a budget in dollars"),
+        ("--budget", "inf", "is not a budget in dollars"),
+        ("--minutes", "-600", "is not a number of minutes"),
+        ("--minutes", "nan", "is not a number of minutes"),
+        ("--minutes", "1e309", "is not a number of minutes"),
+        ("--minutes", "0", "is not a number of minutes"),
+    ],
+)
+def test_a_budget_or_minutes_not_finite_and_positive_is_refused_before_anything(
+    lab, catalogue, capsys, flag, value, said
+):
+    played = PlayedSky(pods={name: Pod(measures(lab, lab.parent / "pods")) for name in GPUS})
+    with pytest.raises(SystemExit) as ended:
+        main([flag, value, "--clouds", "runpod,lambda"], sky_calls=played, clock=played.clock)
+    assert ended.value.code == 2  # argparse's usage error, naming the value
+    err = capsys.readouterr().err
+    assert f"argument {flag}: '{value}' {said}" in err
+    assert played.launched == []
+
+
+def test_a_device_named_twice_is_refused_not_rented_twice(lab, catalogue):
+    played = PlayedSky(pods={"h100": Pod(measures(lab, lab.parent / "pods"))})
+    with pytest.raises(ConfigError, match=r"named more than once: h100 \(each device is one pod\)"):
+        main(["h100", "h200", "h100"], sky_calls=played, clock=played.clock)
+    assert played.launched == []
+
+
+def test_the_budget_is_judged_on_what_is_known_and_every_reason_is_listed_at_once(
+    lab, catalogue, capsys, monkeypatch
+):
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    played = PlayedSky(pods={})
+    # On RunPod alone: $1.25 known for a100 and h100, h200 has no price anywhere.
+    main(["--dry-run", "--clouds", "runpod", "--budget", "1"], sky_calls=played)
+    stops = [
+        line for line in capsys.readouterr().out.splitlines() if "a launch would stop here" in line
+    ]
+    assert len(stops) == 3, stops
+    assert "AWS_SECRET_ACCESS_KEY is not set" in stops[0]
+    assert "h200: no offer" in stops[1]
+    assert "total at least $1.25 is above the budget $1.00" in stops[2]
+    with pytest.raises(RooflineError) as refused:
+        main(["--clouds", "runpod", "--budget", "1"], sky_calls=played)
+    said = str(refused.value)
+    assert said.startswith("nothing was launched: AWS_SECRET_ACCESS_KEY is not set")
+    assert "h200: no offer" in said and "at least $1.25 is above the budget" in said
+    assert played.launched == []
+
+
+def test_a_budget_of_zero_plans_only(lab, catalogue, capsys):
+    played = PlayedSky(pods={name: Pod(measures(lab, lab.parent / "pods")) for name in GPUS})
+    with pytest.raises(RooflineError, match=r"the budget is \$0\.00 \(--budget 0\): a plan only"):
+        main(["--budget", "0", "--clouds", "runpod,lambda"], sky_calls=played)
+    assert "total: $3.75; budget $0.00" in capsys.readouterr().out
+    assert played.launched == []
+
+
+def test_without_skypilot_a_dry_run_prices_from_the_conf_and_a_launch_says_how_in_one_line(
+    lab, capsys, monkeypatch
+):
+    import sys
+
+    for module in [m for m in sys.modules if m == "sky" or m.startswith("sky.")]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, "sky", None)  # `import sky` fails as where it is absent
+    main(["h100", "--dry-run", "--clouds", "runpod"])
+    out = capsys.readouterr().out
+    assert "SkyPilot is not installed" in out and "uv run --group cloud" in out
+    assert "conf/device H100 SXM5 80GB" in out and "$1.50" in out
+    with pytest.raises(ConfigError, match="nothing was launched: SkyPilot is not installed"):
+        main(["h100"])
+
+
+# ---- each pod's hand-back stands alone -----------------------------------------------------
+
+
+def leaves(work: Path, pods: Path, lock: bytes | None, results: bytes | None):
+    """A pod's run that hands back what it is given, whatever it is."""
+
+    def script(task):
+        name = task.envs["DEVICE"]
+        folder = pods / name / device_dir(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        for file, data in (("dvc.lock", lock), ("results.json", results)):
+            if data is not None:
+                (folder / file).write_bytes(data)
+        hand_back(name, task.envs[RUN_ENV], Repo(work).cloud.get_remote(), root=pods / name)
+
+    return script
+
+
+@pytest.mark.parametrize(
+    ("lock", "results", "said"),
+    [
+        (b"schema: '2.0'\n", b"{not json", "its results.json is not JSON"),
+        (b"schema: '2.0'\n", b"[1, 2]", "its results.json is not a results record (a JSON list)"),
+        (b"stages: [a\n", b'{"status": "measured"}', "its dvc.lock is not YAML"),
+        (b"just a string", b'{"status": "measured"}', "its dvc.lock is not a DVC lock file"),
+        (b"\xff\xfe\x00", b'{"status": "measured"}', "its dvc.lock is not UTF-8 text"),
+        (b"schema: '2.0'\n", None, "the pod handed back dvc.lock, not both"),
+    ],
+)
+def test_a_malformed_hand_back_is_named_with_its_pod_and_the_others_locks_are_written(
+    lab, catalogue, capsys, lock, results, said
+):
+    played = PlayedSky(
+        pods={
+            "h100": Pod(leaves(lab, lab.parent / "pods", lock, results)),
+            "h200": Pod(measures(lab, lab.parent / "pods")),
+        }
+    )
+    with pytest.raises(RooflineError, match=r"not measured: h100 \(above"):
+        main(["h100", "h200", "--clouds", "runpod,lambda"], sky_calls=played, clock=played.clock)
+    lines = {line.split(":")[0]: line for line in capsys.readouterr().out.splitlines()}
+    assert f"not measured: {said}" in lines["h100"]
+    assert not (lab / device_dir("h100") / "dvc.lock").exists()
+    assert (lab / device_dir("h200") / "dvc.lock").read_text() == (
+        lab.parent / "pods" / "h200" / device_dir("h200") / "dvc.lock"
+    ).read_text()
+
+
+def test_the_pod_step_says_which_files_it_left_and_refuses_a_run_id_that_is_a_path(
+    lab, monkeypatch, capsys
+):
+    monkeypatch.setenv(RUN_ENV, "h100-run1")
+    main(["--hand-back", "h100"])  # the pod's run failed before it wrote either
+    assert "h100: nothing left on the DVC remote under h100-run1; not there to leave: " in (
+        capsys.readouterr().out
+    )
+    (lab / device_dir("h100") / "dvc.lock").write_text("schema: '2.0'\n")
+    main(["--hand-back", "h100"])
+    assert "dvc.lock left on the DVC remote under h100-run1; not there to leave: results.json" in (
+        capsys.readouterr().out
+    )
+    for run_id in ("../../escape", "a/b", ".."):
+        monkeypatch.setenv(RUN_ENV, run_id)
+        with pytest.raises(ConfigError, match="is not a plain name"):
+            main(["--hand-back", "h100"])
+    assert not list(lab.parent.glob("**/escape"))
+
+
+def test_the_pod_step_with_no_dvc_remote_says_so_in_one_line(lab, monkeypatch):
+    with Repo(lab).config.edit() as conf:
+        del conf["core"]["remote"]
+    monkeypatch.setenv(RUN_ENV, "h100-run1")
+    with pytest.raises(RooflineError, match=r"^no DVC remote: nothing handed back"):
+        main(["--hand-back", "h100"])

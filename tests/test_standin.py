@@ -65,7 +65,7 @@ def test_a_window_of_a_second_or_more_has_its_power_from_the_stepping_energy_cou
 
 @pytest.mark.slow
 def test_a_pcie_card_rented_for_h100_is_measured_as_h100_and_judged_as_pcie(tmp_path):
-    from roofline.cloud import handback_problem
+    from roofline.machines.handback import handback_problem
 
     origin = make_project(tmp_path)
     pod = clone(origin, tmp_path / "pod", pull=False)
