@@ -215,13 +215,13 @@ def test_a_cpu_benchmark_records_its_cache_ceilings_and_logs_them(monkeypatch):
 
     asked = []
 
-    def played(cores, isa, sizes, sizes_from, seconds):
+    def played(cores, isa, sizes, sizes_from, seconds, clock_ghz):
         asked.append((cores, isa, sizes, sizes_from))
         return CACHES
 
     monkeypatch.setattr(benchmark, "measure_cache_bandwidth", played)
     monkeypatch.setattr(
-        benchmark, "measure_fma", lambda cores, isa, seconds: {"gflops": 1.0, "vector": ""}
+        benchmark, "measure_fma", lambda cores, isa, seconds, clock: {"gflops": 1.0, "vector": ""}
     )
     monkeypatch.setattr(benchmark, "cpu_clock", lambda cores: {"ghz": None, "source": "played"})
     bench = bench_settings(config({}, repeats=1, warmup=0, copy_mib=1, min_seconds=0.0))

@@ -53,3 +53,117 @@ def test_the_clock_falls_back_to_what_the_os_reports(monkeypatch):
     assert peakflops.cpu_clock(2) == {"ghz": 3.2, "source": "the OS's maximum clock (psutil)"}
     monkeypatch.setattr(psutil, "cpu_freq", lambda: None)
     assert peakflops.cpu_clock(2)["ghz"] is None
+
+
+# ---- outside programs: bounded, and believed only within physics ----------------------------
+
+posix_only = pytest.mark.skipif(
+    __import__("os").name != "posix", reason="plays a compiler as a shell script: POSIX only"
+)
+
+
+def played_cc(tmp_path, monkeypatch, program: str, compiles: str = "") -> None:
+    """A `cc` first on PATH: it runs `compiles` (shell), then writes `program` (a shell script,
+    executable) where -o says, unless `program` is empty."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    write = (
+        f'cat > "$out" <<\'PROGRAM\'\n#!/bin/sh\n{program}\nPROGRAM\nchmod +x "$out"\n'
+        if program
+        else ""
+    )
+    cc = bin_dir / "cc"
+    cc.write_text(
+        '#!/bin/sh\nout=\nwhile [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done\n'
+        f"{compiles}\n{write}exit 0\n",
+        encoding="utf-8",
+    )
+    cc.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{__import__('os').environ['PATH']}")
+    monkeypatch.setattr(peakflops.platform, "machine", lambda: "x86_64")
+
+
+SIZES = [peakflops.CacheSize("L1", 48 << 10, 1), peakflops.CacheSize("L2", 1 << 20, 1)]
+
+
+def every_ceiling(cores: int = 2) -> dict:
+    """What the clock, FMA and cache kernels each say, run as the benchmark runs them."""
+    clock, why = peakflops.measure_clock_ghz(cores)
+    fma = peakflops.measure_fma(cores, ["avx512f"], seconds=0.01)
+    caches = peakflops.measure_cache_bandwidth(
+        cores, ["avx512f"], SIZES, "given", 0.01, memory_bytes=1 << 30
+    )
+    return {"clock": (clock, why), "fma": fma, "caches": caches}
+
+
+@posix_only
+@pytest.mark.parametrize(
+    ("program", "compiles", "said"),
+    [
+        ("", "sleep 30", "cc did not finish compiling in 1 s"),
+        ("", "", "cc exited 0 but wrote no program"),
+        ("echo abc", "", "it printed 'abc', not its figures"),
+        ("echo 'nan 1.0 0.0'", "", "it printed 'nan 1.0 0.0', not its figures"),
+        ("exit 3", "", "it exited with code 3"),
+        ("sleep 30", "", "it did not finish in 1 s"),
+    ],
+)
+def test_a_kernel_that_hangs_fails_or_prints_nonsense_is_not_measured_and_says_why(
+    tmp_path, monkeypatch, program, compiles, said
+):
+    played_cc(tmp_path, monkeypatch, program, compiles)
+    monkeypatch.setattr(peakflops, "COMPILE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(peakflops, "RUN_TIMEOUT_S", 1.0)
+    seen = every_ceiling()
+    assert seen["clock"] == (None, f"the clock program was not measured: {said}")
+    assert seen["fma"]["gflops"] is None and seen["fma"]["reason"] == f"not measured: {said}"
+    for level in seen["caches"]:
+        assert level["gbps"] is None and level["reason"] == f"not measured: {said}", level
+
+
+@posix_only
+def test_a_temporary_folder_that_runs_no_program_is_not_measured_and_says_which(
+    tmp_path, monkeypatch
+):
+    # What a noexec mount does to exec (EACCES), played by a program without its execute bit.
+    played_cc(tmp_path, monkeypatch, "echo '3.0 1.0 0.0'")
+    (tmp_path / "bin" / "cc").write_text(
+        (tmp_path / "bin" / "cc").read_text().replace('chmod +x "$out"', 'chmod -x "$out"')
+    )
+    fma = every_ceiling()["fma"]
+    assert fma["gflops"] is None
+    assert fma["reason"].startswith("not measured: it could not be run (Permission denied")
+    assert "set TMPDIR to one that allows programs" in fma["reason"]
+
+
+@posix_only
+def test_a_kernel_printing_well_formed_lies_is_refused_with_both_figures(tmp_path, monkeypatch):
+    played_cc(tmp_path, monkeypatch, "for w in 1 2 3 4 5; do echo '999999.0 1.0 0.0'; done")
+    seen = every_ceiling()
+    clock, why = seen["clock"]
+    assert clock == 999999.0  # kept as it read, beside why it is not used
+    assert why == "refused: 1e+06 GHz is not a clock any CPU runs at (0 to 7)"
+    assert peakflops.cpu_clock(2)["source"].endswith(
+        "the measured clock (999999.00 GHz) was not used: " + why
+    )
+    assert seen["fma"]["gflops"] is None
+    # Two copies, each lying 999,999 GFLOP/s, against 2 cores x 7 GHz x 64 FLOP/cycle + 25%.
+    assert seen["fma"]["reason"] == (
+        "refused: 2e+06 GFLOP/s is above what these cores can do, 1120 "
+        "(2 cores x 7 GHz x 64 FLOP/cycle + 25%)"
+    )
+    for level in seen["caches"]:
+        assert level["gbps"] is None
+        assert level["reason"] == (
+            "refused: 2e+06 GB/s is above what these cores can load, 3584 "
+            "(2 cores x 7 GHz x 256 bytes a cycle)"
+        )
+
+
+def test_the_fma_bound_is_the_computed_peak_at_the_measured_clock_with_its_margin():
+    assert peakflops.fma_bound_gflops(4, ["avx2", "fma"], 3.0) == (
+        4 * 3.0 * 32 * 1.25,
+        "4 cores x 3 GHz x 32 FLOP/cycle + 25%",
+    )
+    # No flag the table knows (an arm64 laptop): the most any core does.
+    assert peakflops.fma_bound_gflops(1, [], None)[0] == 7.0 * 64 * 1.25

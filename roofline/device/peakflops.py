@@ -6,12 +6,16 @@ measures it. And the textbook matmul, the baseline of the lab's first knob. Each
 where there is none, it says so and measures nothing."""
 
 import ctypes
+import math
 import platform
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any, NamedTuple, NotRequired, TypedDict
+
+from roofline.core.arithmetic import cpu_flop_per_cycle
 
 CLOCK_PROGRAM = r"""
 #include <stdio.h>
@@ -75,6 +79,22 @@ FLAGS = ("-O2", "-ffp-contract=fast")
 NATIVE = (("-march=native",), ("-mcpu=native",), ())  # gcc/clang x86, clang arm64, neither
 
 
+# Every outside program is bounded: a compiler or kernel that hangs would hold the machine's
+# measuring lock, and every other clone with it. Generous: a kernel runs for about a second.
+COMPILE_TIMEOUT_S = 60.0
+RUN_TIMEOUT_S = 120.0
+# What no CPU does: a clock above 7 GHz (records under liquid nitrogen aside), more than
+# MAX_LOAD_BYTES loaded per cycle per core from any level (Zen 5 and Golden Cove load 128-192),
+# or more FP32 FLOP per cycle per core than MAX_FLOP_PER_CYCLE (two 512-bit FMA units: 64).
+MAX_CLOCK_GHZ = 7.0
+MAX_LOAD_BYTES = 256
+MAX_FLOP_PER_CYCLE = 64
+
+
+class ProgramFailed(Exception):
+    """A compiled kernel that did not give a figure: why, for its ceiling's "not measured"."""
+
+
 def compiler() -> str | None:
     return shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 
@@ -94,10 +114,19 @@ def build(
     src.write_text(source, encoding="utf-8")
     macros = [f"-D{key}={value}" for key, value in defines.items()]
     for target in targets:
-        done = subprocess.run(
-            [cc, *flags, *target, *macros, "-o", binary, src], capture_output=True
-        )
+        try:
+            done = subprocess.run(
+                [cc, *flags, *target, *macros, "-o", binary, src],
+                capture_output=True,
+                timeout=COMPILE_TIMEOUT_S,
+            )
+        except subprocess.TimeoutExpired:
+            raise ProgramFailed(
+                f"{Path(cc).name} did not finish compiling in {COMPILE_TIMEOUT_S:g} s"
+            ) from None
         if done.returncode == 0:
+            if not binary.is_file():
+                raise ProgramFailed(f"{Path(cc).name} exited 0 but wrote no program")
             return binary
     return None
 
@@ -122,7 +151,10 @@ class Window(NamedTuple):
 def run_window(binary: Path, args: list[str], copies: int) -> Window:
     """`copies` processes at once, each printing one line: each one's first printed number and
     its share of a CPU."""
-    return run_windows(binary, args, copies)[0]
+    seen = run_windows(binary, args, copies)
+    if not seen:
+        raise ProgramFailed("it printed nothing")
+    return seen[0]
 
 
 def best_window(
@@ -155,11 +187,20 @@ def measure_clock_ghz(cores: int) -> tuple[float | None, str]:
     if platform.machine() not in ("x86_64", "AMD64"):
         return None, ""
     with tempfile.TemporaryDirectory() as tmp:
-        binary = build(CLOCK_PROGRAM, Path(tmp), {})
-        if binary is None:
-            return None, ""
-        window, shared = best_window(binary, [], cores)
-        return min(window.values), shared
+        try:
+            binary = build(CLOCK_PROGRAM, Path(tmp), {})
+            if binary is None:
+                return None, ""
+            window, shared = best_window(binary, [], cores)
+        except ProgramFailed as err:
+            return None, f"the clock program was not measured: {err}"
+    ghz = min(window.values)
+    if not 0 < ghz <= MAX_CLOCK_GHZ:
+        return (
+            ghz,
+            f"refused: {ghz:.4g} GHz is not a clock any CPU runs at (0 to {MAX_CLOCK_GHZ:g})",
+        )
+    return ghz, shared
 
 
 class FmaCeiling(TypedDict):
@@ -178,22 +219,48 @@ class CpuClock(TypedDict):
     source: str
 
 
-def measure_fma(cores: int, isa: list[str], seconds: float = 0.3) -> FmaCeiling:
+def fma_bound_gflops(cores: int, isa: list[str], clock_ghz: float | None) -> tuple[float, str]:
+    """What no FMA ceiling of these cores can exceed: the computed FP32 peak at the measured
+    clock (or MAX_CLOCK_GHZ) with FMA_MARGIN for turbo between the two measurements, and how."""
+    native = cpu_flop_per_cycle("float32", set(isa))
+    flop = native[0] if native else MAX_FLOP_PER_CYCLE
+    clock = clock_ghz or MAX_CLOCK_GHZ
+    bound = cores * clock * flop * (1 + FMA_MARGIN)
+    return bound, f"{cores} cores x {clock:.3g} GHz x {flop} FLOP/cycle + {FMA_MARGIN:.0%}"
+
+
+FMA_MARGIN = 0.25
+
+
+def measure_fma(
+    cores: int, isa: list[str], seconds: float = 0.3, clock_ghz: float | None = None
+) -> FmaCeiling:
     """The FP32 FMA ceiling of all cores at once, at the widest vector the flags show:
     {"gflops", "vector", "per_core_gflops", "cpu_shares"}, or {"gflops": None, "reason"} where
     nothing here can compile it, or where every window was shared (a ceiling lowered by another
     process is no ceiling: what it measured is kept as "shared_gflops")."""
     _, width, accumulators, vector = next(v for v in VECTORS if not v[0] or v[0] in isa)
     with tempfile.TemporaryDirectory() as tmp:
-        binary = build(FMA_PROGRAM, Path(tmp), {"VECTOR_BYTES": width, "ACC": accumulators})
-        if binary is None:
-            why = "no C compiler (cc, gcc or clang)" if compiler() is None else "it did not compile"
-            return {"gflops": None, "vector": vector, "reason": f"not measured: {why} here"}
-        # Calibrate the iterations to about `seconds` per window, then measure every core at once.
-        probe = 2_000_000
-        rate = run_window(binary, [str(probe)], 1).values[0]
-        iterations = max(probe, int(rate * 1e9 * seconds / (2 * width / 4 * accumulators)))
-        window, shared = best_window(binary, [str(iterations)], cores)
+        try:
+            binary = build(FMA_PROGRAM, Path(tmp), {"VECTOR_BYTES": width, "ACC": accumulators})
+            if binary is None:
+                why = (
+                    "no C compiler (cc, gcc or clang)"
+                    if compiler() is None
+                    else "it did not compile"
+                )
+                return {"gflops": None, "vector": vector, "reason": f"not measured: {why} here"}
+            # Calibrate the iterations to about `seconds` a window, then every core at once.
+            probe = 2_000_000
+            rate = run_window(binary, [str(probe)], 1).values[0]
+            iterations = max(probe, int(rate * 1e9 * seconds / (2 * width / 4 * accumulators)))
+            window, shared = best_window(binary, [str(iterations)], cores)
+        except ProgramFailed as err:
+            return {"gflops": None, "vector": vector, "reason": f"not measured: {err}"}
+    bound, how = fma_bound_gflops(cores, isa, clock_ghz)
+    if sum(window.values) > bound:
+        why = f"{sum(window.values):.4g} GFLOP/s is above what these cores can do, {bound:.4g} ({how})"
+        return {"gflops": None, "vector": vector, "reason": f"refused: {why}"}
     if shared:
         return {
             "gflops": None,
@@ -219,6 +286,8 @@ def cpu_clock(cores: int) -> CpuClock:
     if measured and not shared:
         return {"ghz": measured, "source": "measured all-core clock"}
     unused = f"; the measured clock ({measured:.2f} GHz) was not used: {shared}" if shared else ""
+    if measured is None and shared:  # the program failed: why, beside whatever the OS says
+        unused = f"; {shared}"
     freq = psutil.cpu_freq()
     if freq and freq.max:
         return {"ghz": freq.max / 1e3, "source": f"the OS's maximum clock (psutil){unused}"}
@@ -248,10 +317,13 @@ def naive_matmul() -> Any:
     import numpy as np
 
     with tempfile.TemporaryDirectory() as tmp:
-        library = build(NAIVE_PROGRAM, Path(tmp), {}, ("-O2", "-shared", "-fPIC"), ((),))
-        if library is None:
+        try:
+            library = build(NAIVE_PROGRAM, Path(tmp), {}, ("-O2", "-shared", "-fPIC"), ((),))
+            if library is None:
+                return None
+            loop = ctypes.CDLL(str(library)).matmul  # mapped now: the file may go
+        except (ProgramFailed, OSError):  # a noexec folder maps no library either
             return None
-        loop = ctypes.CDLL(str(library)).matmul  # mapped now: the file may go
     floats = ctypes.POINTER(ctypes.c_float)
     loop.argtypes = [ctypes.c_int] * 3 + [floats] * 3
 
@@ -497,6 +569,7 @@ def measure_cache_bandwidth(
     sizes_from: str,
     seconds: float = 0.1,
     memory_bytes: int | None = None,
+    clock_ghz: float | None = None,
 ) -> list[CacheBandwidth]:
     """The read bandwidth of each cache level and of DRAM, every core at once (a copy each,
     each over its own buffer, at the widest vector the flags show), summed over the copies:
@@ -509,9 +582,17 @@ def measure_cache_bandwidth(
     free = psutil.virtual_memory().available if memory_bytes is None else memory_bytes
     plan = working_sets(sizes, cores, free, width * accumulators)
     out = []
+    # No level of any CPU loads more than MAX_LOAD_BYTES a cycle into each core.
+    clock = clock_ghz or MAX_CLOCK_GHZ
+    bound = cores * clock * MAX_LOAD_BYTES
+    how = f"{cores} cores x {clock:.3g} GHz x {MAX_LOAD_BYTES} bytes a cycle"
     with tempfile.TemporaryDirectory() as tmp:
-        binary = build(READ_PROGRAM, Path(tmp), {"VECTOR_BYTES": width, "ACC": accumulators})
-        why = "no C compiler (cc, gcc or clang)" if compiler() is None else "it did not compile"
+        try:
+            binary = build(READ_PROGRAM, Path(tmp), {"VECTOR_BYTES": width, "ACC": accumulators})
+            why = "no C compiler (cc, gcc or clang)" if compiler() is None else "it did not compile"
+            why = f"{why} here"
+        except ProgramFailed as err:
+            binary, why = None, str(err)
         for level in plan:
             entry: CacheBandwidth = {
                 "level": level.level,
@@ -526,9 +607,16 @@ def measure_cache_bandwidth(
             if level.working_set_bytes is None:
                 out.append(entry | {"reason": level.reason})
             elif binary is None:
-                out.append(entry | {"reason": f"not measured: {why} here"})
+                out.append(entry | {"reason": f"not measured: {why}"})
             else:
-                out.append(entry | read_bandwidth(binary, level.working_set_bytes, cores, seconds))
+                read = read_bandwidth(binary, level.working_set_bytes, cores, seconds)
+                if (read.get("gbps") or 0) > bound:
+                    gbps = read["gbps"]
+                    faster = (
+                        f"{gbps:.4g} GB/s is above what these cores can load, {bound:.4g} ({how})"
+                    )
+                    read = {"gbps": None, "reason": f"refused: {faster}"}
+                out.append(entry | read)
     return out
 
 
@@ -540,15 +628,45 @@ class ReadWindow(TypedDict, total=False):
     cpu_shares: list[float]
 
 
-def run_windows(binary: Path, args: list[str], copies: int) -> list[Window]:
+def run_windows(
+    binary: Path, args: list[str], copies: int, timeout_s: float | None = None
+) -> list[Window]:
     """`copies` processes at once, each printing a line a window: the windows, each with every
-    copy's first number and share of a CPU in it."""
-    runs = [
-        subprocess.Popen([binary, *args], stdout=subprocess.PIPE, text=True) for _ in range(copies)
-    ]
-    printed = [[line.split() for line in run.communicate()[0].splitlines()] for run in runs]
+    copy's first number and share of a CPU in it. ProgramFailed where a copy could not be run,
+    did not end in `timeout_s`, failed, or printed something other than numbers."""
+    timeout_s = RUN_TIMEOUT_S if timeout_s is None else timeout_s
+    runs: list[subprocess.Popen[str]] = []
+    try:
+        for _ in range(copies):
+            runs.append(subprocess.Popen([binary, *args], stdout=subprocess.PIPE, text=True))
+        deadline = time.monotonic() + timeout_s
+        out = [run.communicate(timeout=max(0.0, deadline - time.monotonic()))[0] for run in runs]
+    except PermissionError as err:
+        raise ProgramFailed(
+            f"it could not be run ({err.strerror}: a temporary folder mounted noexec? "
+            "set TMPDIR to one that allows programs)"
+        ) from None
+    except OSError as err:
+        raise ProgramFailed(f"it could not be run ({type(err).__name__}: {err})") from None
+    except subprocess.TimeoutExpired:
+        raise ProgramFailed(f"it did not finish in {timeout_s:g} s") from None
+    finally:
+        for run in runs:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+    failed = sorted({run.returncode for run in runs if run.returncode})
+    if failed:
+        raise ProgramFailed(f"it exited with code {failed[0]}")
+    try:
+        printed = [[[float(x) for x in line.split()[:2]] for line in t.splitlines()] for t in out]
+        if any(len(row) != 2 or not all(map(math.isfinite, row)) for p in printed for row in p):
+            raise ValueError
+    except ValueError:
+        first = next((line for text in out for line in text.splitlines()), "")
+        raise ProgramFailed(f"it printed {first[:60]!r}, not its figures") from None
     return [
-        Window([float(p[i][0]) for p in printed], [float(p[i][1]) for p in printed])
+        Window([p[i][0] for p in printed], [p[i][1] for p in printed])
         for i in range(min(len(p) for p in printed))
     ]
 
@@ -559,7 +677,10 @@ def read_bandwidth(
     """Every core reading a buffer of `working` bytes of its own, `windows` windows of about
     `seconds` one after another in the same processes (a buffer is filled once: DRAM's takes
     longer to fill than to read): the best window none of them shared."""
-    seen = run_windows(binary, [str(working), str(seconds), str(windows)], cores)
+    try:
+        seen = run_windows(binary, [str(working), str(seconds), str(windows)], cores)
+    except ProgramFailed as err:
+        return {"gbps": None, "reason": f"not measured: {err}"}
     if not seen:
         return {"gbps": None, "reason": "not measured: the kernel printed nothing (out of memory?)"}
     window, shared = best_of(seen)

@@ -158,15 +158,22 @@ def measure_device(
         cores, isa = cpu["logical_cores"], cpu["isa"]
         with timing(spent, "clock"):
             record["clock"] = cpu_clock(cores)
+        # The clock bounds what the kernels may claim, where it was measured (an OS's base
+        # clock may be below the one they ran at).
+        clock = record["clock"]
+        measured_ghz = clock["ghz"] if clock["source"] == "measured all-core clock" else None
         with timing(spent, "FMA ceiling"):
-            record["fma"] = measure_fma(cores, isa, compiled_window_s(bench, FMA_WINDOW_S))
+            window = compiled_window_s(bench, FMA_WINDOW_S)
+            record["fma"] = measure_fma(cores, isa, window, measured_ghz)
         log(f"{name} FMA ceiling: {describe_fma(record['fma'])}")
         # The levels the probe read (a described machine may list none: then only DRAM's).
         sizes = [CacheSize(**level) for level in cpu.get("caches", [])]
         where = cpu.get("caches_from", "not known")
         window = compiled_window_s(bench, CACHE_WINDOW_S)
         with timing(spent, "cache ceilings"):
-            record["caches"] = measure_cache_bandwidth(cores, isa, sizes, where, window)
+            record["caches"] = measure_cache_bandwidth(
+                cores, isa, sizes, where, window, clock_ghz=measured_ghz
+            )
         log(f"{name} read bandwidth, every core: {describe_caches(record['caches'])}")
     record["libraries"] = libraries(list(dev.backends))
     record["run"]["spent"] = spent
