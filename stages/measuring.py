@@ -14,6 +14,7 @@ from roofline.configuration.config import device_config, load_params
 from roofline.core.files import write_json_atomic
 from roofline.machines.holding import holding
 from roofline.machines.records import Decision, Record, decide
+from roofline.measuring.provenance import quiet_blas
 
 
 def begin(
@@ -24,6 +25,7 @@ def begin(
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("device", help="a device name from params.yaml (devices.<name>)")
     name = parser.parse_args(argv).device
+    quiet_blas()  # before anything runs a BLAS call
     cfg = load_params()
     dev = device_config(cfg, name)  # its measuring keys only: load_params reads no more
     return name, cfg, dev, decide(name, dev, stage, output(name))

@@ -408,3 +408,16 @@ def test_only_a_host_clock_window_can_be_shared_whatever_its_text_says():
     assert reworded.timing_mode is TimingMode.HOST and "a shared window" in row(reworded).noisy
     events = dataclasses.replace(point, timing_mode=TimingMode.EVENTS, **busy)
     assert row(events).noisy == ""
+
+
+def test_a_blas_verbose_switch_the_user_set_is_recorded_and_unset_while_timing(monkeypatch):
+    from roofline.measuring import provenance
+
+    monkeypatch.setattr(provenance, "UNSET_WHILE_TIMING", {})
+    monkeypatch.setenv("MKL_VERBOSE", "1")
+    monkeypatch.setenv("ONEDNN_VERBOSE", "2")
+    assert provenance.quiet_blas() == {"MKL_VERBOSE": "1", "ONEDNN_VERBOSE": "2"}
+    assert "MKL_VERBOSE" not in __import__("os").environ
+    recorded = provenance.environment()
+    assert recorded["MKL_VERBOSE"] == "1 (unset while timing)"
+    assert recorded["ONEDNN_VERBOSE"] == "2 (unset while timing)"

@@ -276,3 +276,14 @@ def test_the_kernel_is_learnt_from_one_more_call_outside_the_timed_window():
     point = cpu_point(kind=Watched())
     assert point.kernel == "a kernel" and learnt == [0]  # no timed call was made for it
     assert len(point.samples_s) == 2
+
+
+def test_a_cpu_shape_is_judged_against_the_memory_available_not_the_total():
+    # 65536 x 65536 x 1: 17.2 GB of float32 with its check; 80% of a 24 GiB machine allows it,
+    # the 8 GB other work leaves does not.
+    dev = device(**{**CPU, "shapes": [[65536, 65536, 1]]})
+    check_fits("cpu", dev, memory_bytes=24 << 30, copy_bytes=1 << 20)
+    with pytest.raises(ConfigError) as refused:
+        check_fits("cpu", dev, 24 << 30, 1 << 20, available_bytes=8 * 10**9)
+    assert "devices.cpu.shapes has [65536, 65536, 1]: float32 needs 17.2 GB" in str(refused.value)
+    assert "and the 8.0 GB available now (free some memory)" in str(refused.value)

@@ -16,6 +16,7 @@ from pathlib import Path
 from threading import BrokenBarrierError
 from typing import TYPE_CHECKING, Any, cast
 
+import psutil
 import torch
 
 from roofline.configuration.params import RENTED_KINDS
@@ -53,19 +54,30 @@ if TYPE_CHECKING:
     from roofline.device.timing import BenchSettings
 
 
-def check_fits(name: str, dev: DictConfig, memory_bytes: int, copy_bytes: int) -> None:
+def check_fits(
+    name: str,
+    dev: DictConfig,
+    memory_bytes: int,
+    copy_bytes: int,
+    available_bytes: int | None = None,
+) -> None:
     """Refuse, before measuring anything, a shape whose operands (and the float64 copy of B
     the correctness check makes), or a copy buffer (source and destination), that cannot fit
-    in this device's memory."""
+    in 80% of this device's memory, or (a CPU's, shared with the machine's other work) in what
+    is available now."""
+    room = 0.8 * memory_bytes
     allowed = f"allowed: at most 80% of this device's {memory_bytes / 1e9:.1f} GB"
+    if available_bytes is not None and available_bytes < room:
+        room = available_bytes
+        allowed += f", and the {available_bytes / 1e9:.1f} GB available now (free some memory)"
     for dtype, (m, n, k), _ in points(dev):
         need = ar.matmul_bytes(m, n, k, dtype) + k * n * 8
-        if need > 0.8 * memory_bytes:
+        if need > room:
             raise ConfigError(
                 f"devices.{name}.shapes has {[m, n, k]}: {dtype} needs {need / 1e9:.1f} GB with "
                 f"its check; {allowed}"
             )
-    if 2 * copy_bytes > 0.8 * memory_bytes:
+    if 2 * copy_bytes > room:
         raise ConfigError(
             f"bench.copy_mib={copy_bytes >> 20}: its two buffers need "
             f"{2 * copy_bytes / 1e9:.1f} GB; {allowed}"
@@ -129,7 +141,8 @@ def measure_device(
     it was measured under."""
     kind = dev.kind.name
     begun, spent = started(), {}
-    check_fits(name, dev, found["memory_bytes"], bench.copy_mib * 2**20)
+    available = psutil.virtual_memory().available if kind == "cpu" else None
+    check_fits(name, dev, found["memory_bytes"], bench.copy_mib * 2**20, available)
     node = node_gpus(kind, found)
     if len(node) > 1:  # before this process makes a context: no GPU is shared with it
         with timing(spent, f"{len(node)} GPUs' points"):
