@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
+from pathlib import Path
 
 from roofline.machines.holding import holding, lock_path
 from tests.machines import ROOT
@@ -90,3 +91,50 @@ def test_a_measuring_stage_holds_its_device_while_it_measures(tmp_path, monkeypa
     probe.main(["cpu"])
     benchmark.main(["cpu"])
     assert seen and seen[0]["pid"] == os.getpid() and seen[0]["stage"] == "benchmark"
+
+
+def test_the_hold_is_one_per_machine_whatever_tmpdir_says(monkeypatch, tmp_path):
+    import tempfile
+
+    from roofline.machines import holding as hold
+
+    monkeypatch.delenv(hold.HOLD_DIR_ENV, raising=False)
+    paths = set()
+    for shell in ("one", "two"):  # two shells, each with its own TMPDIR
+        monkeypatch.setenv("TMPDIR", str(tmp_path / shell))
+        (tmp_path / shell).mkdir()
+        monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir reads TMPDIR again
+        paths.add(lock_path("cpu"))
+    assert len(paths) == 1 and next(iter(paths)).parent == Path("/tmp")
+    monkeypatch.setenv("PROGRAMDATA", r"C:\ProgramData")  # Windows': shared by its users
+    assert str(hold.hold_dir(windows=True)) == r"C:\ProgramData"
+
+
+def test_a_waiter_gives_up_after_its_bound_saying_for_whom_and_how_to_go_on(
+    monkeypatch, capsys, tmp_path
+):
+    import pytest
+
+    from roofline.core.errors import ConfigError, RecordError
+
+    monkeypatch.setenv("ROOFLINE_HOLD_DIR", str(tmp_path))
+    monkeypatch.setenv("ROOFLINE_HOLD_WAIT_S", "0.5")
+    first = subprocess.Popen(
+        [sys.executable, "-c", HOLD, "cpu"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=os.environ | {"ROOFLINE_HOLD_DIR": str(tmp_path)},
+    )
+    assert first.stdout.readline().strip() == "held"
+    with pytest.raises(RecordError) as gave_up, holding("cpu", "sweep"):
+        pass
+    first.wait()
+    said = str(gave_up.value)
+    assert said.startswith(f"cpu: gave up after 0.5 s waiting for its benchmark (pid {first.pid}")
+    assert "nothing was measured: let it finish or end it, then run again" in said
+    assert "(giving up after 0.5 s, ROOFLINE_HOLD_WAIT_S)" in capsys.readouterr().err
+    monkeypatch.setenv("ROOFLINE_HOLD_WAIT_S", "soon")
+    refused = pytest.raises(ConfigError, match=r"ROOFLINE_HOLD_WAIT_S='soon': allowed, a number")
+    with refused, holding("cpu", "sweep"):
+        pass

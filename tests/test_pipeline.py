@@ -592,14 +592,14 @@ def test_two_clones_measuring_one_device_at_once_take_turns(story):
     clones = [clone(story["origin"], story["where"] / f"turns-{i}") for i in range(2)]
     hardware = story["where"] / "turns-hardware.json"
     hardware.write_text(json.dumps(LAPTOP))
-    # The device's hold is machine-wide, in the temporary folder: a private one keeps another
-    # test's CPU benchmark on this machine out of these two's turns.
+    # The device's hold is machine-wide: a private folder for it keeps another test's CPU
+    # benchmark on this machine out of these two's turns.
     private = story["where"] / "turns-tmp"
     private.mkdir()
     env = os.environ | {
         "ROOFLINE_HARDWARE": str(hardware),
         "DVC_NO_ANALYTICS": "1",
-        "TMPDIR": str(private),
+        "ROOFLINE_HOLD_DIR": str(private),
     }
     target = f"{DEVICES}/cpu/dvc.yaml:benchmark"
     cmd = [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", target]
