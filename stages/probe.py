@@ -77,9 +77,12 @@ def answered_from_cache() -> bool:
         kept = json.loads(PROBE_CACHE.read_text(encoding="utf-8"))
         if kept["inputs"] != inputs(kept["devices"]):
             return False
-    except (OSError, ValueError, KeyError, TypeError):
-        return False  # none yet, or unreadable: decided afresh
-    print("\n".join(kept["said"]))
+        said = kept["said"]
+        if not isinstance(said, list) or not all(isinstance(line, str) for line in said):
+            raise TypeError("what it said is not a list of lines")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return False  # none yet, or unreadable: decided afresh (and written whole again)
+    print("\n".join(said))
     return True
 
 

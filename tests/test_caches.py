@@ -355,3 +355,16 @@ def test_the_compiled_kernels_windows_follow_the_bench_window():
     assert compiled_window_s(BenchSettings(min_seconds=0.2), FMA_WINDOW_S) == pytest.approx(0.03)
     assert compiled_window_s(BenchSettings(min_seconds=0.0), CACHE_WINDOW_S) == 0.01  # a floor
     assert compiled_window_s(BenchSettings(min_seconds=60.0), FMA_WINDOW_S) == 0.3  # a ceiling
+
+
+def test_a_described_cache_larger_than_the_memory_is_not_asked_for():
+    # A described 1 TiB L3 on a 16 GiB machine: half of it a copy would be 512 GiB.
+    sizes = [CacheSize("L2", 1 << 20, 1), CacheSize("L3", 1 << 40, 1)]
+    l2, l3, dram = working_sets(sizes, copies=1, memory_bytes=16 * GIB)
+    assert l2.working_set_bytes == 512 << 10
+    assert l3.working_set_bytes is None
+    assert l3.reason == (
+        "not measured: each copy's working set, 549,755,813,888 bytes, would not fit in 25% "
+        "of the memory free"
+    )
+    assert dram.working_set_bytes is not None and dram.working_set_bytes <= 4 * GIB

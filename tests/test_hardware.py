@@ -1,6 +1,7 @@
 """Device recognition from recorded hardware descriptions, and the stable fingerprint."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -103,6 +104,94 @@ def test_a_bad_description_is_refused_naming_what_is_wrong(tmp_path, monkeypatch
     assert "bad.json" in str(err.value) and said in str(err.value)
 
 
+def cpu_with(**parts) -> str:
+    return json.dumps({**H100_POD, "cpu": {**H100_POD["cpu"], **parts}})
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (
+            cpu_with(physical_cores=-2),
+            "cpu.physical_cores=-2; allowed: a positive integer, at most",
+        ),
+        (
+            cpu_with(physical_cores=64),
+            "cpu.physical_cores=64; allowed: a positive integer, at most",
+        ),
+        (
+            cpu_with(caches=[{"level": "L3", "size_bytes": "abc", "shared_by": 1}]),
+            "cpu.caches[0].size_bytes='abc'; allowed: a positive integer",
+        ),
+        (
+            cpu_with(caches=[{"level": "L3", "size_bytes": 0, "shared_by": 1}]),
+            "cpu.caches[0].size_bytes=0",
+        ),
+        (
+            cpu_with(caches=[{"level": "L3", "size_bytes": 1 << 20, "shared_by": 0}]),
+            "cpu.caches[0].shared_by=0; allowed: a positive integer, at most logical_cores",
+        ),
+        (
+            cpu_with(caches=[{"level": "L4", "size_bytes": 1 << 20, "shared_by": 1}]),
+            "cpu.caches[0].level='L4'; allowed: L1, L2, L3",
+        ),
+        (cpu_with(caches="big"), "cpu.caches='big'; allowed: a list of cache levels"),
+        (cpu_with(cache_bytes=-1), "cpu.cache_bytes=-1; allowed: a positive integer"),
+    ],
+)
+def test_a_described_cpu_whose_cores_or_caches_cannot_be_is_refused_before_measuring(
+    tmp_path, monkeypatch, content, said
+):
+    path = tmp_path / "bad.json"
+    path.write_text(content)
+    monkeypatch.setenv(hardware.HARDWARE_ENV, str(path))
+    with pytest.raises(HardwareError) as err:
+        live_hardware()
+    assert said in str(err.value)
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero and mkfifo (POSIX)")
+def test_a_description_that_is_not_a_small_regular_file_is_refused_without_reading_it(
+    tmp_path, monkeypatch
+):
+    import os
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # read, it would wait for a writer for ever
+    big = tmp_path / "big.json"
+    big.write_text(" " * (hardware.DESCRIPTION_MAX_BYTES + 1))
+    for path, said in (
+        ("/dev/zero", "not a regular file"),  # read, it never ends
+        (str(fifo), "not a regular file"),
+        (str(big), "allowed: a JSON description of at most 1,048,576"),
+    ):
+        monkeypatch.setenv(hardware.HARDWARE_ENV, path)
+        with pytest.raises(HardwareError, match=said):
+            live_hardware()
+
+
+@pytest.mark.parametrize(
+    "cached",
+    [
+        [],
+        {"for": "KEY", "hardware": []},
+        {"for": "KEY", "hardware": {"cpu": "a CPU", "gpus": []}},
+        {"for": "KEY", "hardware": {"cpu": without(LAPTOP["cpu"], "isa"), "gpus": []}},
+    ],
+)
+def test_a_malformed_boot_cache_is_probed_again_with_a_note(tmp_path, monkeypatch, capsys, cached):
+    monkeypatch.delenv(hardware.HARDWARE_ENV, raising=False)
+    monkeypatch.setattr(hardware, "gpu_info", lambda: [])
+    cache = tmp_path / "hardware.json"
+    if isinstance(cached, dict):
+        cached = {**cached, "for": hardware.boot()}  # this boot's: only its content is wrong
+    cache.write_text(json.dumps(cached))
+    found = live_hardware(cache)
+    assert found["cpu"]["isa"] is not None and found["cpu"]["model"] != LAPTOP["cpu"]["model"]
+    assert f"{cache}: not a description this lab reads (" in capsys.readouterr().err
+    assert live_hardware(cache) == found and not capsys.readouterr().err  # kept, whole
+
+
 def test_this_machine_is_described_without_a_gpu():
     live = hardware.cpu_info()
     assert live["logical_cores"] >= 1 and live["memory_bytes"] > 0 and live["model"]
@@ -142,3 +231,17 @@ def test_each_variable_that_renumbers_the_gpus_keys_the_boot_cache(monkeypatch, 
     before = hardware.boot()
     monkeypatch.setenv(variable, "1")
     assert hardware.boot() != before  # a node's GPUs are probed again, not read as they were
+
+
+def test_a_probe_cache_whose_words_are_malformed_is_decided_afresh(tmp_path, monkeypatch, capsys):
+    from stages import probe
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".dvc/tmp").mkdir(parents=True)
+    before = probe.inputs(["cpu"])
+    probe.keep(["cpu"], before, ["cpu: here"])
+    assert probe.answered_from_cache() and capsys.readouterr().out == "cpu: here\n"
+    kept = json.loads(probe.PROBE_CACHE.read_text())
+    for said in ("cpu: here", [1, 2], None):  # a string would be said a letter a line
+        probe.PROBE_CACHE.write_text(json.dumps({**kept, "said": said}))
+        assert not probe.answered_from_cache() and capsys.readouterr().out == ""

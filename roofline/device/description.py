@@ -132,3 +132,48 @@ def check_description(described: Any, where: str) -> None:
             bad = not isinstance(value, kind_) or isinstance(value, bool)
             if bad or (kind_ is int and key != "index" and value < 1):
                 raise HardwareError(f"{where}: {part}.{key}={value!r}; allowed: {allowed}")
+    check_cpu_parts(described["cpu"], where)
+
+
+CACHE_LEVELS = ("L1", "L2", "L3")
+
+
+def positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+def check_cpu_parts(cpu: dict[str, Any], where: str) -> None:
+    """The CPU's optional parts that the benchmark sizes its work by: physical cores within the
+    logical ones, each cache level a known name with a positive size shared by at most every
+    CPU a run uses."""
+    logical = cpu["logical_cores"]
+    physical = cpu.get("physical_cores")
+    if physical is not None and not (positive_int(physical) and physical <= logical):
+        raise HardwareError(
+            f"{where}: cpu.physical_cores={physical!r}; allowed: a positive integer, at most "
+            f"logical_cores ({logical})"
+        )
+    cache_bytes = cpu.get("cache_bytes")
+    if cache_bytes is not None and not positive_int(cache_bytes):
+        raise HardwareError(
+            f"{where}: cpu.cache_bytes={cache_bytes!r}; allowed: a positive integer"
+        )
+    caches = cpu.get("caches", [])
+    if not isinstance(caches, list):
+        raise HardwareError(f"{where}: cpu.caches={caches!r}; allowed: a list of cache levels")
+    for i, level in enumerate(caches):
+        part = f"cpu.caches[{i}]"
+        if not isinstance(level, dict):
+            raise HardwareError(f"{where}: {part} is not an object")
+        if level.get("level") not in CACHE_LEVELS:
+            allowed = ", ".join(CACHE_LEVELS)
+            raise HardwareError(f"{where}: {part}.level={level.get('level')!r}; allowed: {allowed}")
+        if not positive_int(level.get("size_bytes")):
+            size = level.get("size_bytes")
+            raise HardwareError(f"{where}: {part}.size_bytes={size!r}; allowed: a positive integer")
+        shared = level.get("shared_by")
+        if not (positive_int(shared) and shared <= logical):
+            raise HardwareError(
+                f"{where}: {part}.shared_by={shared!r}; allowed: a positive integer, at most "
+                f"logical_cores ({logical})"
+            )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 
@@ -375,6 +376,29 @@ def torch_version() -> str | None:
     return found[-1].name.removeprefix("torch-").removesuffix(".dist-info") if found else None
 
 
+# A description is a few kilobytes: more is not one (ROOFLINE_HARDWARE=/dev/zero).
+DESCRIPTION_MAX_BYTES = 1 << 20
+
+
+def read_description(path: Path, where: str) -> str:
+    """A description file's text: a regular file (a FIFO or device would hang or never end)
+    under DESCRIPTION_MAX_BYTES."""
+    import stat
+
+    try:
+        found = path.stat()
+    except OSError as err:
+        raise HardwareError(f"{where}: cannot read it: {err.strerror}") from err
+    if not stat.S_ISREG(found.st_mode):
+        raise HardwareError(f"{where}: not a regular file; allowed: a JSON file")
+    if found.st_size > DESCRIPTION_MAX_BYTES:
+        raise HardwareError(
+            f"{where}: {found.st_size:,} bytes; allowed: a JSON description of at most "
+            f"{DESCRIPTION_MAX_BYTES:,}"
+        )
+    return path.read_text(encoding="utf-8")
+
+
 def live_hardware(cache: Path | None = None) -> Hardware:
     """This machine, or the description in $ROOFLINE_HARDWARE when it is set. With `cache`,
     the description found earlier in this boot, if there is one (delete the file to probe
@@ -384,7 +408,7 @@ def live_hardware(cache: Path | None = None) -> Hardware:
         path = Path(override)
         where = f"{HARDWARE_ENV}={override}"
         try:
-            described = json.loads(path.read_text(encoding="utf-8"))
+            described = json.loads(read_description(path, where))
         except (OSError, ValueError) as err:
             raise HardwareError(f"{where}: cannot read it as JSON: {err}") from err
         check_description(described, where)
@@ -392,11 +416,16 @@ def live_hardware(cache: Path | None = None) -> Hardware:
     key = boot() if cache else None
     if cache and cache.exists():
         try:
-            cached = json.loads(cache.read_text(encoding="utf-8"))
-        except ValueError:
-            cached = {}
-        if cached.get("for") == key:
-            return cached["hardware"]
+            cached = json.loads(read_description(cache, str(cache)))
+            if not isinstance(cached, dict):
+                raise ValueError(f"a JSON {type(cached).__name__}")
+            if cached.get("for") == key:
+                check_description(cached.get("hardware"), str(cache))
+                return cached["hardware"]
+        except (OSError, ValueError, HardwareError) as err:  # probed again, and said
+            print(
+                f"{cache}: not a description this lab reads ({err}): probed again", file=sys.stderr
+            )
     cpu = cpu_info()
     found: Hardware = {"cpu": cpu, "gpus": gpu_info(), "apple_gpus": apple_gpus(cpu)}
     if cache:

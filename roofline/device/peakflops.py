@@ -534,6 +534,7 @@ def working_sets(
     least DRAM_LEAST, all copies' together within MEMORY_SHARE of `memory_bytes` (the memory
     free). Each a whole number of `block`s (the kernel's step)."""
     known = {size.level: size for size in sizes}
+    room = int(memory_bytes * MEMORY_SHARE) // max(1, copies)
     out, below = [], 0  # what one copy has of the level below
     for name in CACHE_LEVELS:
         size = known.get(name)
@@ -549,10 +550,13 @@ def working_sets(
             out.append(Planned(name, None, f"not measured: {why}", size))
             continue
         working = share // 2 if share // 2 > below else (below + share) // 2
+        if working > room:  # a described cache larger than the memory (1 TiB of L3)
+            why = f"each copy's working set, {working:,} bytes, would not fit in {MEMORY_SHARE:.0%} of the memory free"
+            out.append(Planned(name, None, f"not measured: {why}", size))
+            continue
         out.append(Planned(name, max(block, working // block * block), "", size))
         below = share
     working = max(DRAM_TIMES * below, DRAM_LEAST)
-    room = int(memory_bytes * MEMORY_SHARE) // max(1, copies)
     if min(working, room) <= below:
         why = (
             f"{copies} buffers larger than the caches would not fit in {MEMORY_SHARE:.0%} of "
