@@ -156,3 +156,29 @@ def test_a_shape_too_big_for_this_device_says_the_override_stays_in_params(works
     assert json.loads(paths.results_path("cpu").read_text(encoding="utf-8")) == {
         "previous": "results"
     }
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_a_full_standard_output_is_not_called_a_full_disk():
+    import subprocess
+    import sys
+
+    program = (
+        "from roofline.core.errors import run\n"
+        "run(lambda: print('measured and written; now said'), kept='the results were kept')\n"
+    )
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-c", program],
+            cwd=ROOT,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    assert done.returncode == 1
+    assert done.stderr.startswith(
+        "failed: standard output could not be written (No space left on device): it goes to a "
+        "full file or device"
+    ), done.stderr
+    assert "free some disk space" not in done.stderr and "Exception ignored" not in done.stderr
+    assert done.stderr.rstrip().endswith("the results were kept")

@@ -3,6 +3,8 @@ fault, what is allowed, and the way out. `run` reports every one of them the sam
 and commands alike."""
 
 import errno
+import os
+import stat
 import sys
 import traceback
 from collections.abc import Callable
@@ -34,6 +36,23 @@ class RecordError(RooflineError):
     rules): measuring here would overwrite or mislabel another machine's results."""
 
 
+def stdout_is_full() -> bool:
+    """Whether standard output is what ran out of space: a device (a terminal never does;
+    /dev/full always does) or a file on a full file system. If so it is set aside, so that
+    Python's own flush at exit says nothing more."""
+    try:
+        fd = sys.stdout.fileno()
+        found = os.fstat(fd)
+        full = stat.S_ISCHR(found.st_mode) or (
+            stat.S_ISREG(found.st_mode) and os.fstatvfs(fd).f_bavail == 0
+        )
+    except (OSError, ValueError, AttributeError):  # no descriptor; Windows has no statvfs
+        return False
+    if full:
+        sys.stdout = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115
+    return full
+
+
 def run(main: Callable[[], object], kept: str = "") -> None:
     """Run a command's main: a RooflineError ends it with its message alone; an interrupt,
     out-of-memory or CUDA error ends it saying what happened, then `kept` (what was left as
@@ -41,12 +60,18 @@ def run(main: Callable[[], object], kept: str = "") -> None:
     after = f"\n{kept}" if kept else ""
     try:
         main()
+        sys.stdout.flush()  # a full standard output said here, not by Python at exit
     except RooflineError as err:
         sys.exit(f"error: {err}{after}")
     except KeyboardInterrupt:
         sys.exit(f"interrupted; {kept}" if kept else "interrupted")
     except (MemoryError, RuntimeError, OSError) as err:  # out of memory, CUDA, a full disk
         full = getattr(err, "errno", None) == errno.ENOSPC
+        if full and stdout_is_full():  # a redirect to a full file or device: not our disk
+            sys.exit(
+                f"failed: standard output could not be written ({err.strerror}): it goes to a "
+                f"full file or device (`> /dev/full`?); nothing else was short of space{after}"
+            )
         if not full:  # a full disk is said whole by the message; the rest may be a bug
             traceback.print_exc()
         hint = "; free some disk space, then run again" if full else ""
