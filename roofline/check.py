@@ -72,7 +72,8 @@ def main(argv: list[str] | None = None) -> None:
     if not table.exists() or not manifest.exists():
         raise ConfigError(f"no {table} or {manifest}: run `uv run dvc repro` first")
     # Both read and checked whole here: a field hand-edited past its type is named, with its file.
-    found = problems(load_table(table), load_manifest(manifest), args.devices)
+    recorded = load_manifest(manifest)
+    found = problems(load_table(table, devices=recorded.devices), recorded, args.devices)
     for line in found:
         print(line)
     if found:

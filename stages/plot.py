@@ -12,9 +12,9 @@ FIGURES = ("roofline.png", "roofline-sweeps.png", "knobs.png")
 
 
 def main() -> None:
-    rows = load_table(EXPERIMENT / "results.csv")
-    knobs = load_knobs(EXPERIMENT / "knobs.csv")
     manifest = load_manifest(EXPERIMENT / "manifest.json")
+    rows = load_table(EXPERIMENT / "results.csv", devices=manifest.devices)
+    knobs = load_knobs(EXPERIMENT / "knobs.csv", manifest.devices)
     figures = (draw(rows, manifest), draw_sweeps(rows, manifest), draw_knobs(knobs))
     outputs = [EXPERIMENT / name for name in (*FIGURES, "roofline.json")]
     with atomic_paths(*outputs) as (*pngs, data):

@@ -13,9 +13,9 @@ from stages import RENDERED, name_of_stage, run
 
 
 def main() -> None:
-    rows = load_table(EXPERIMENT / "results.csv")
-    knobs = load_knobs(EXPERIMENT / "knobs.csv")
     manifest = load_manifest(EXPERIMENT / "manifest.json")
+    rows = load_table(EXPERIMENT / "results.csv", devices=manifest.devices)
+    knobs = load_knobs(EXPERIMENT / "knobs.csv", manifest.devices)
     write_texts_atomic(
         {
             EXPERIMENT / "REPORT.md": render(

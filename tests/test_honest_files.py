@@ -7,6 +7,7 @@ import errno
 import json
 import math
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -401,3 +402,55 @@ def test_a_run_under_umask_022_leaves_its_files_readable_by_others(recorded, tmp
     assert done.returncode == 0, done.stderr
     for name in ("params.yaml", f"{EXPERIMENT}/results.csv", f"{EXPERIMENT}/REPORT.md"):
         assert stat.S_IMODE((project / name).stat().st_mode) == 0o644, name
+
+
+def edit_table(edit) -> Path:
+    import pandas as pd
+
+    path = EXPERIMENT / "results.csv"
+    table = pd.read_csv(path, keep_default_na=False, dtype=str)
+    edit(table)
+    table.to_csv(path, index=False)
+    return path
+
+
+def first_measured(table, device: str = "h100") -> int:
+    return int(((table["device"] == device) & (table["status"] == "measured")).to_numpy().argmax())
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        (
+            "achieved_tflops",
+            "-5",
+            "achieved_tflops=-5.0; allowed: empty, or a finite number, 0 or more",
+        ),
+        ("mfu", "5.0", "mfu=5.0; allowed: empty, or 0 to 1"),
+        ("median_s", "nan", "median_s=nan; allowed: empty, or a finite number, 0 or more"),
+        ("power_w", "lots", "power_w=lots; allowed: empty, or a finite number, 0 or more"),
+        ("device", "h1OO", "device='h1OO' is not in manifest.json (its devices: "),
+    ],
+)
+def test_a_hand_edited_results_table_is_refused_by_check_plot_and_report_naming_the_cell(
+    project, capsys, field, value, said
+):
+    from stages import plot, report
+
+    line = {}
+
+    def edit(table):
+        line["row"] = first_measured(table)
+        table.loc[line["row"], field] = value
+
+    path = edit_table(edit)
+    code, message = checked()
+    assert code == 1 and message.startswith(f"error: {path}, line {line['row'] + 2}"), message
+    assert said in message and "`uv run dvc repro --force -s aggregate`" in message
+    before = {p.name: p.read_bytes() for p in (project / EXPERIMENT).iterdir() if p.is_file()}
+    for stage in (plot.main, report.main):
+        with pytest.raises(SchemaError, match=re.escape(said)):
+            stage()
+    assert "Traceback" not in capsys.readouterr().err
+    after = {p.name: p.read_bytes() for p in (project / EXPERIMENT).iterdir() if p.is_file()}
+    assert after == before  # nothing rendered from it
