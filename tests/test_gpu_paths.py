@@ -379,6 +379,11 @@ def test_the_report_sets_the_sustained_figure_beside_the_burst_and_says_why_it_d
     failed.series = "sustained"
     text = sustained_sentence(entry, lab, pd.DataFrame([dataclasses.asdict(failed)]))
     assert text == "The sustained window was skipped: its burst was not measured (x)."
+    # A "sustained" window no longer than the burst is said to be none, with its seconds.
+    short = sustained.assign(window_s=1e-9)
+    text = sustained_sentence(entry, lab, short)
+    assert text.startswith("Sustained over 1e-09 s, float16") and "0 s" not in text.split(",")[0]
+    assert "(⚠ no longer than the 2 s burst: not a sustained window)" in text
 
 
 def test_a_published_figure_is_set_beside_ours_of_its_kind_and_its_kind_is_said():

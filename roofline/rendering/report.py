@@ -865,9 +865,8 @@ def sustained_sentence(
         return f"The sustained window was {s.status}: {s.reason}."
     seconds = s.window_s if pd.notna(s.window_s) else s.median_s * s.repeats
     text = (
-        f"Sustained over {seconds:.0f} s, {s.dtype} {s.m}×{s.n}×{s.k} ({s.backend}) ran at "
-        f"{s.achieved_tflops:.4g} TFLOP/s"
-    )
+        f"Sustained over {seconds:.0f} s" if seconds >= 10 else f"Sustained over {seconds:.2g} s"
+    ) + f", {s.dtype} {s.m}×{s.n}×{s.k} ({s.backend}) ran at {s.achieved_tflops:.4g} TFLOP/s"
     measured = rows[(rows.status == "measured") & (rows.series == "lab")]
     same = measured[
         (measured.dtype == s.dtype)
@@ -880,6 +879,8 @@ def sustained_sentence(
     if burst is not None:
         change = s.achieved_tflops / burst.achieved_tflops - 1
         window = f"{burst.window_s:.2g} s " if pd.notna(burst.window_s) else ""
+        if pd.notna(burst.window_s) and seconds <= burst.window_s:
+            text += f" (⚠ no longer than the {window}burst: not a sustained window)"
         text += (
             f", {abs(change):.1%} {'below' if change < 0 else 'above'} the {window}burst's "
             f"{burst.achieved_tflops:.4g}"
