@@ -482,6 +482,14 @@ def minutes_allowed(text: str) -> float:
     return value
 
 
+def clouds_allowed(text: str) -> list[str]:
+    """--clouds: one cloud's name or more, comma-separated."""
+    clouds = [cloud.strip() for cloud in text.split(",") if cloud.strip()]
+    if not clouds:
+        raise argparse.ArgumentTypeError(f"{text!r} names no cloud (e.g. runpod,lambda)")
+    return clouds
+
+
 NO_SKYPILOT = (
     "SkyPilot is not installed (it is the optional `cloud` group): "
     "uv run --group cloud python -m roofline.cloud ..."
@@ -500,7 +508,7 @@ def known_clouds(args: argparse.Namespace, sky_calls: SkyCalls) -> list[str] | N
     """The clouds to price on: --clouds, else `sky check`'s. A dry run asks only an API
     server already running (it starts none); None where none is known."""
     if args.clouds:
-        return [cloud.strip() for cloud in args.clouds.split(",") if cloud.strip()]
+        return args.clouds
     if args.dry_run:
         from sky.server import common
 
@@ -560,7 +568,9 @@ def main(
         help=f"expected time per pod (default {MINUTES:g})",
     )
     parser.add_argument(
-        "--clouds", help="price on these clouds (comma-separated), not `sky check`'s"
+        "--clouds",
+        type=clouds_allowed,
+        help="price on these clouds (comma-separated), not `sky check`'s",
     )
     parser.add_argument("--dry-run", action="store_true", help="print the plan only")
     parser.add_argument("--hand-back", metavar="DEVICE", help=argparse.SUPPRESS)  # the pod's

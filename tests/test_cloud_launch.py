@@ -393,6 +393,8 @@ def test_each_played_call_returns_what_skypilot_returns(lab, catalogue):
         ("--minutes", "nan", "is not a number of minutes"),
         ("--minutes", "1e309", "is not a number of minutes"),
         ("--minutes", "0", "is not a number of minutes"),
+        ("--budget", "", "is not a budget in dollars"),
+        ("--clouds", ",,", "names no cloud (e.g. runpod,lambda)"),
     ],
 )
 def test_a_budget_or_minutes_not_finite_and_positive_is_refused_before_anything(
@@ -400,7 +402,7 @@ def test_a_budget_or_minutes_not_finite_and_positive_is_refused_before_anything(
 ):
     played = PlayedSky(pods={name: Pod(measures(lab, lab.parent / "pods")) for name in GPUS})
     with pytest.raises(SystemExit) as ended:
-        main([flag, value, "--clouds", "runpod,lambda"], sky_calls=played, clock=played.clock)
+        main(["--clouds", "runpod,lambda", flag, value], sky_calls=played, clock=played.clock)
     assert ended.value.code == 2  # argparse's usage error, naming the value
     err = capsys.readouterr().err
     assert f"argument {flag}: '{value}' {said}" in err

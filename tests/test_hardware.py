@@ -137,6 +137,7 @@ def cpu_with(**parts) -> str:
         ),
         (cpu_with(caches="big"), "cpu.caches='big'; allowed: a list of cache levels"),
         (cpu_with(cache_bytes=-1), "cpu.cache_bytes=-1; allowed: a positive integer"),
+        (cpu_with(isa=[1, 2]), "cpu.isa=[1, 2]; allowed: a list of CPU flags"),
     ],
 )
 def test_a_described_cpu_whose_cores_or_caches_cannot_be_is_refused_before_measuring(

@@ -429,6 +429,7 @@ def first_measured(table, device: str = "h100") -> int:
         ("mfu", "5.0", "mfu=5.0; allowed: empty, or 0 to 1"),
         ("median_s", "nan", "median_s=nan; allowed: empty, or a finite number, 0 or more"),
         ("power_w", "lots", "power_w=lots; allowed: empty, or a finite number, 0 or more"),
+        ("m", "0", "m=0; allowed: empty, or a finite number, 1 or more"),
         ("device", "h1OO", "device='h1OO' is not in manifest.json (its devices: "),
     ],
 )

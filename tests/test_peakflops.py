@@ -105,6 +105,9 @@ def every_ceiling(cores: int = 2) -> dict:
         ("echo abc", "", "it printed 'abc', not its figures"),
         ("echo 'nan 1.0 0.0'", "", "it printed 'nan 1.0 0.0', not its figures"),
         ("exit 3", "", "it exited with code 3"),
+        ("echo '-1.0 1.0 0.0'", "", "it printed '-1.0 1.0 0.0', not its figures"),
+        ("echo '3.0 5.0 0.0'", "", "it printed '3.0 5.0 0.0', not its figures"),
+        ("true", "", "it printed nothing"),
         ("sleep 30", "", "it did not finish in 1 s"),
     ],
 )

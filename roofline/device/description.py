@@ -147,6 +147,8 @@ def check_cpu_parts(cpu: dict[str, Any], where: str) -> None:
     logical ones, each cache level a known name with a positive size shared by at most every
     CPU a run uses."""
     logical = cpu["logical_cores"]
+    if not all(isinstance(flag, str) for flag in cpu["isa"]):
+        raise HardwareError(f"{where}: cpu.isa={cpu['isa']!r}; allowed: {CPU_FIELDS['isa'][1]}")
     physical = cpu.get("physical_cores")
     if physical is not None and not (positive_int(physical) and physical <= logical):
         raise HardwareError(

@@ -89,6 +89,7 @@ RUN_TIMEOUT_S = 120.0
 MAX_CLOCK_GHZ = 7.0
 MAX_LOAD_BYTES = 256
 MAX_FLOP_PER_CYCLE = 64
+MAX_CPU_SHARE = 1.1  # a single-threaded copy's CPU time over its wall time
 
 
 class ProgramFailed(Exception):
@@ -664,7 +665,13 @@ def run_windows(
         raise ProgramFailed(f"it exited with code {failed[0]}")
     try:
         printed = [[[float(x) for x in line.split()[:2]] for line in t.splitlines()] for t in out]
-        if any(len(row) != 2 or not all(map(math.isfinite, row)) for p in printed for row in p):
+        # A figure is positive, and a copy's share of one CPU at most all of it (with room for
+        # the two clocks' granularity).
+        if any(
+            len(row) != 2 or not (0 < row[0] < math.inf and 0 <= row[1] <= MAX_CPU_SHARE)
+            for p in printed
+            for row in p
+        ):
             raise ValueError
     except ValueError:
         first = next((line for text in out for line in text.splitlines()), "")
@@ -686,7 +693,7 @@ def read_bandwidth(
     except ProgramFailed as err:
         return {"gbps": None, "reason": f"not measured: {err}"}
     if not seen:
-        return {"gbps": None, "reason": "not measured: the kernel printed nothing (out of memory?)"}
+        return {"gbps": None, "reason": "not measured: it printed nothing"}
     window, shared = best_of(seen)
     if shared:
         return {"gbps": None, "reason": f"not used: {shared}", "shared_gbps": sum(window.values)}

@@ -51,12 +51,15 @@ def check_values(table: pd.DataFrame, path: Path, columns: list[str]) -> pd.Data
     for column in NUMBERS.get(tuple(columns), []):
         raw = table[column]
         numbers = pd.to_numeric(raw, errors="coerce")
-        bad = raw.notna() & ~(numbers.apply(lambda x: math.isfinite(x) and x >= 0))
+        least = 1 if column in ("m", "n", "k") else 0  # a shape's sides are whole and positive
+        bad = raw.notna() & ~numbers.between(least, math.inf, inclusive="left")  # nan, inf out
         if column == "mfu":
             bad |= numbers > MFU_MAX
         if bad.any():
             i = int(bad.to_numpy().nonzero()[0][0])
-            allowed = f"0 to {MFU_MAX:g}" if column == "mfu" else "a finite number, 0 or more"
+            allowed = (
+                f"0 to {MFU_MAX:g}" if column == "mfu" else f"a finite number, {least} or more"
+            )
             raise SchemaError(
                 f"{path}, line {i + 2} ({table['device'].iloc[i]}): {column}={raw.iloc[i]}; "
                 f"allowed: empty, or {allowed}; {REMAKE}"
