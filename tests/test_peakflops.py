@@ -1,6 +1,8 @@
 """The CPU's own microbenchmarks: its clock and its FMA ceiling, compiled where a compiler is,
 and said to be unmeasured where none is."""
 
+import json
+
 import pytest
 
 from roofline.device import peakflops
@@ -170,3 +172,48 @@ def test_the_fma_bound_is_the_computed_peak_at_the_measured_clock_with_its_margi
     )
     # No flag the table knows (an arm64 laptop): the most any core does.
     assert peakflops.fma_bound_gflops(1, [], None)[0] == 7.0 * 64 * 1.25
+
+
+@posix_only
+def test_a_lying_kernels_figures_never_reach_the_results_as_measured(tmp_path, monkeypatch):
+    """A CPU benchmark with a compiler whose every program prints 999,999 (GHz, GFLOP/s,
+    GB/s): the matmul is measured, each lie refused, and aggregate's peak is the OS clock's,
+    not the 63,999.9 TFLOP/s it once built from them."""
+    from collections import namedtuple
+
+    import psutil
+
+    from roofline.configuration.config import bench_settings
+    from roofline.interpretation.aggregate import aggregate
+    from roofline.interpretation.lab_schema import load_lab_params
+    from roofline.measuring import benchmark
+    from tests import golden
+    from tests.conftest import FINGERPRINT, LAPTOP, config, device, measuring
+    from tests.test_caches import knobs_record, sweep_record
+
+    played_cc(tmp_path, monkeypatch, "for w in 1 2 3 4 5; do echo '999999.0 1.0 0.0'; done")
+    monkeypatch.setattr(
+        psutil, "cpu_freq", lambda: namedtuple("f", "current min max")(0, 0, 3000.0)
+    )
+    bench = bench_settings(config({}, repeats=1, warmup=0, copy_mib=1, min_seconds=0.0))
+    cpu = device(kind="cpu", sku="laptop", dtypes=["float32"], shapes=[[64, 64, 64]])
+    record = benchmark.measure_device("cpu", measuring(cpu), bench, LAPTOP["cpu"], FINGERPRINT)
+    assert record["rows"][0]["status"] == "measured"  # the work kept
+    assert record["clock"] == {
+        "ghz": 3.0,
+        "source": "the OS's maximum clock (psutil); the measured clock (999999.00 GHz) was not "
+        "used: refused: 1e+06 GHz is not a clock any CPU runs at (0 to 7)",
+    }
+    assert record["fma"]["gflops"] is None and record["fma"]["reason"].startswith("refused: ")
+    assert all(c["gbps"] is None and c["reason"].startswith("refused: ") for c in record["caches"])
+
+    cfg = load_lab_params(golden.PARAMS)
+    cfg.devices = {"cpu": cfg.devices.cpu}
+    results = {"cpu": golden.parsed("cpu", json.loads(json.dumps(record)))}
+    sweeps = {"cpu": sweep_record("cpu", "none", "measured")}
+    knobs = {"cpu": knobs_record("cpu", "none", "measured")}
+    table = aggregate(cfg, results, sweeps, knobs)[0]
+    row = table[table.status == "measured"].iloc[0]
+    physical = LAPTOP["cpu"].get("physical_cores") or LAPTOP["cpu"]["logical_cores"]
+    assert row.peak_tflops == pytest.approx(physical * 3.0 * 64 / 1e3)  # AVX-512 FP32 FMA
+    assert "the OS's maximum clock (psutil)" in row.peak_source
