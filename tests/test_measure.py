@@ -287,3 +287,11 @@ def test_a_cpu_shape_is_judged_against_the_memory_available_not_the_total():
         check_fits("cpu", dev, 24 << 30, 1 << 20, available_bytes=8 * 10**9)
     assert "devices.cpu.shapes has [65536, 65536, 1]: float32 needs 17.2 GB" in str(refused.value)
     assert "and the 8.0 GB available now (free some memory)" in str(refused.value)
+
+
+def test_a_refusal_says_small_amounts_in_megabytes_not_as_zero_gigabytes():
+    dev = device(**{**CPU, "shapes": [[64, 64, 64]]})
+    with pytest.raises(ConfigError) as refused:
+        check_fits("cpu", dev, 24 << 30, 1 << 20, available_bytes=0)
+    assert "float32 needs 0.0819 MB with its check" in str(refused.value)
+    assert "and the 0 MB available now" in str(refused.value)

@@ -54,6 +54,11 @@ if TYPE_CHECKING:
     from roofline.device.timing import BenchSettings
 
 
+def amount(nbytes: float) -> str:
+    """Bytes as the refusals say them: GB from a tenth of one, MB below (never "0.0 GB")."""
+    return f"{nbytes / 1e9:.1f} GB" if nbytes >= 1e8 else f"{nbytes / 1e6:.3g} MB"
+
+
 def check_fits(
     name: str,
     dev: DictConfig,
@@ -66,21 +71,21 @@ def check_fits(
     in 80% of this device's memory, or (a CPU's, shared with the machine's other work) in what
     is available now."""
     room = 0.8 * memory_bytes
-    allowed = f"allowed: at most 80% of this device's {memory_bytes / 1e9:.1f} GB"
+    allowed = f"allowed: at most 80% of this device's {amount(memory_bytes)}"
     if available_bytes is not None and available_bytes < room:
         room = available_bytes
-        allowed += f", and the {available_bytes / 1e9:.1f} GB available now (free some memory)"
+        allowed += f", and the {amount(available_bytes)} available now (free some memory)"
     for dtype, (m, n, k), _ in points(dev):
         need = ar.matmul_bytes(m, n, k, dtype) + k * n * 8
         if need > room:
             raise ConfigError(
-                f"devices.{name}.shapes has {[m, n, k]}: {dtype} needs {need / 1e9:.1f} GB with "
+                f"devices.{name}.shapes has {[m, n, k]}: {dtype} needs {amount(need)} with "
                 f"its check; {allowed}"
             )
     if 2 * copy_bytes > room:
         raise ConfigError(
             f"bench.copy_mib={copy_bytes >> 20}: its two buffers need "
-            f"{2 * copy_bytes / 1e9:.1f} GB; {allowed}"
+            f"{amount(2 * copy_bytes)}; {allowed}"
         )
 
 
