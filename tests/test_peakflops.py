@@ -157,12 +157,26 @@ def test_a_kernel_printing_well_formed_lies_is_refused_with_both_figures(tmp_pat
         "refused: 2e+06 GFLOP/s is above what these cores can do, 1120 "
         "(2 cores x 7 GHz x 64 FLOP/cycle + 25%)"
     )
+    bounds = {"L1": "3584 (2 cores x 7 GHz x 256", "L2": "1792 (2 cores x 7 GHz x 128"}
+    bounds |= {"DRAM": "896 (2 cores x 7 GHz x 64"}
     for level in seen["caches"]:
         assert level["gbps"] is None
         assert level["reason"] == (
-            "refused: 2e+06 GB/s is above what these cores can load, 3584 "
-            "(2 cores x 7 GHz x 256 bytes a cycle)"
+            "refused: 2e+06 GB/s is above what these cores can load, "
+            f"{bounds[level['level']]} bytes a cycle)"
         )
+
+
+def test_each_levels_read_bound_is_its_bytes_a_cycle_per_core_at_the_measured_clock():
+    assert peakflops.read_bound_gbps("L3", 8, 4.0) == (
+        8 * 4.0 * 64,
+        "8 cores x 4 GHz x 64 bytes a cycle",
+    )
+    # Measured figures pass: two AMD EPYC cores at 3.65 GHz read L1 at 326 GB/s, L2 at 228, L3
+    # at 181 and DRAM at 34 (2026-12), with an FMA ceiling of 232 GFLOP/s.
+    for level, gbps in {"L1": 326, "L2": 228, "L3": 181, "DRAM": 34}.items():
+        assert peakflops.read_bound_gbps(level, 2, 3.65)[0] > gbps
+    assert peakflops.fma_bound_gflops(2, ["avx512f", "avx2", "fma"], 3.65)[0] > 232
 
 
 def test_the_fma_bound_is_the_computed_peak_at_the_measured_clock_with_its_margin():
