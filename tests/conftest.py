@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.machines import PLAYED_CACHES
+from tests.machines import AMDSMI_INSTALLED, NO_AMDSMI, PLAYED_CACHES, POSIX
 
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
@@ -108,6 +108,10 @@ def pytest_collection_modifyitems(config, items):
     slow = [item for item in items if "slow" in item.keywords and item not in story]
     rest = [item for item in items if item not in story and item not in slow]
     items[:] = story[:1] + slow + story[1:] + rest
+    if os.name == "nt":  # a test marked posix needs bash, /proc or POSIX permissions
+        for item in items:
+            if item.get_closest_marker("posix"):
+                item.add_marker(pytest.mark.skip(reason=POSIX))
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (CUDA); run scripts/gpu-check on one")
@@ -206,6 +210,8 @@ def played(monkeypatch):
     from roofline.device import amd_telemetry
 
     def play(machine: str = "h100", **changes):
+        if machine.startswith("mi") and not AMDSMI_INSTALLED:
+            pytest.skip(NO_AMDSMI)
         state = played_cuda.install({"like": machine, **changes}, monkeypatch.setattr)
         # amdsmi loads its library when imported: the played one (tests/fakes/cuda/amdsmi.py,
         # first on the path) is imported afresh per machine, and fails where it has none.

@@ -4,6 +4,7 @@ share a git origin and a DVC remote, each told what hardware it has through $ROO
 The project has the real cpu and h100 devices plus `podhost`, a CPU device that only a pod has,
 so that a pod measures something the laptop must then keep."""
 
+import importlib.machinery
 import json
 import os
 import shutil
@@ -14,6 +15,13 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+# What some tests need that not every OS the README names has: each such test is marked, and
+# skipped elsewhere with the reason (tests/conftest.py: pytest_collection_modifyitems).
+POSIX = "needs bash, /proc or POSIX permissions (Linux, macOS): not on Windows"
+# The ROCm stand-in plays a host under the installed amdsmi's own Python; its package is
+# installed on Linux only (pyproject.toml), so a Mac or Windows PC skips what needs it.
+AMDSMI_INSTALLED = importlib.machinery.PathFinder.find_spec("amdsmi") is not None
+NO_AMDSMI = "needs the amdsmi package, which the ROCm stand-in plays under: installed on Linux only"
 # The CUDA stand-in: first on PYTHONPATH, it plays $PLAYED_MACHINE's GPUs in every process.
 STAND_IN = ROOT / "tests/fakes/cuda"
 # A row's power over a tiny test window: the energy counter moves in steps, so the readings.
@@ -75,7 +83,9 @@ def run(
     """Run a command on a machine: its output, or (exit code, output) when check is False.
     `env` adds variables, or removes those set to None."""
     merged = dict(
-        os.environ, DVC_NO_ANALYTICS="1", PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}"
+        os.environ,
+        DVC_NO_ANALYTICS="1",
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]),
     )
     if hardware is not None:
         described = cwd.parent / f"{cwd.name}-hardware.json"

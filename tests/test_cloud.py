@@ -154,7 +154,9 @@ def pod_setup(tmp_path, driver: str) -> list[str]:
     )
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
-    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ['PATH']}", UV_LOG=str(log))
+    env = dict(
+        os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ["PATH"]]), UV_LOG=str(log)
+    )
     done = subprocess.run(
         ["bash", str(ROOT / "scripts/pod-setup")], env=env, capture_output=True, text=True
     )
@@ -162,6 +164,7 @@ def pod_setup(tmp_path, driver: str) -> list[str]:
     return log.read_text(encoding="utf-8").splitlines()
 
 
+@pytest.mark.posix
 def test_pod_setup_installs_a_torch_for_an_older_driver_only_where_needed(tmp_path):
     assert pod_setup(tmp_path / "new", "580.65.06") == ["sync --locked"]
     calls = pod_setup(tmp_path / "old", "550.54.15")

@@ -1,7 +1,6 @@
 """Device recognition from recorded hardware descriptions, and the stable fingerprint."""
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -151,7 +150,7 @@ def test_a_described_cpu_whose_cores_or_caches_cannot_be_is_refused_before_measu
     assert said in str(err.value)
 
 
-@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero and mkfifo (POSIX)")
+@pytest.mark.posix  # /dev/zero and mkfifo
 def test_a_description_that_is_not_a_small_regular_file_is_refused_without_reading_it(
     tmp_path, monkeypatch
 ):

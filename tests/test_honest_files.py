@@ -210,6 +210,7 @@ def project(rendered, tmp_path, monkeypatch) -> Path:
     return copy
 
 
+@pytest.mark.posix
 def test_an_unwritable_experiments_folder_is_one_message_and_keeps_every_deliverable(
     project, monkeypatch, capsys
 ):
@@ -388,6 +389,7 @@ def test_an_unknown_physical_core_count_is_allowed(cpu_record):
     assert load_record("cpu", path)["found"]["physical_cores"] is None
 
 
+@pytest.mark.posix
 def test_a_run_under_umask_022_leaves_its_files_readable_by_others(recorded, tmp_path):
     # Everything is written atomically (a temporary file renamed): it must still get the mode a
     # plain open() gives, or other users of a shared pod cannot read the lab's files.

@@ -3,6 +3,7 @@ row the device's figure, the slowest and the spread in the report; a single GPU 
 
 import csv
 import json
+import os
 import sys
 import tempfile
 import time
@@ -120,7 +121,7 @@ def test_a_gpu_of_the_node_that_fails_ends_the_stage_at_once_naming_its_error(mo
     machine = {"like": "four_gpus", "gpus": [dict(H100_SXM, uuid=f"gpu-{i}") for i in range(4)]}
     machine["gpus"][2]["broken"] = "uncorrectable ECC error encountered"
     monkeypatch.setenv("PLAYED_MACHINE", json_file(machine))
-    monkeypatch.setenv("PYTHONPATH", f"{STAND_IN}:{ROOT}")
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(STAND_IN), str(ROOT)]))
     monkeypatch.syspath_prepend(str(STAND_IN))  # a spawned process starts from this sys.path
     dev = measuring(device(kind="cuda", dtypes=["float16"], shapes=[[32, 32, 32]]))
     gpus = [{"index": i, "uuid": f"gpu-{i}", "memory_bytes": 80 << 30} for i in range(4)]

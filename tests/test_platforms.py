@@ -288,3 +288,37 @@ def test_numpy_on_a_mac_is_named_by_its_accelerate_build(monkeypatch):
     library = backends.numpy_blas()
     assert library == {"library": "accelerate", "version": "unknown"}
     assert backends.label("numpy", library) == "numpy (accelerate unknown)"
+
+
+NO_CACHE = ("-p", "no:cacheprovider", "tests")
+
+
+@pytest.mark.parametrize("played_os", ["macos", "windows"])
+def test_the_tests_are_collected_on_a_mac_and_a_windows_pc_without_amdsmi(played_os):
+    """amdsmi is installed on Linux only: collection must not need it (find_spec finds
+    nothing), nor anything else only one OS has, at import (tests/fakes/played_os.py)."""
+    import os
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "played_os",
+            "--collect-only",
+            "-q",
+            "-n",
+            "0",
+            *NO_CACHE,
+        ],
+        cwd=ROOT,
+        env=os.environ | {"PYTHONPATH": str(ROOT / "tests/fakes"), "PLAYED_OS": played_os},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert " tests collected in " in last and "error" not in last, last

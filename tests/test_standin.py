@@ -6,6 +6,7 @@ repro`,
 import csv
 import dataclasses
 import json
+import os
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -123,6 +124,7 @@ SMALL = [
 ]
 
 
+@pytest.mark.posix
 @pytest.mark.slow
 def test_gpu_check_runs_the_cuda_tests_and_the_suite_and_writes_every_row(tmp_path):
     out_dir = tmp_path / "check"
@@ -402,7 +404,11 @@ def test_the_stand_in_plays_in_a_subprocess_from_pythonpath():
     done = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
-        env={"PYTHONPATH": f"{STAND_IN}:{ROOT}", "PLAYED_MACHINE": "gvisor", "PATH": "/usr/bin"},
+        env={
+            "PYTHONPATH": os.pathsep.join([str(STAND_IN), str(ROOT)]),
+            "PLAYED_MACHINE": "gvisor",
+            "PATH": "/usr/bin",
+        },
         capture_output=True,
         text=True,
     )

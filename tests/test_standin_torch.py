@@ -6,6 +6,7 @@ import ast
 import gc
 import importlib.util
 import inspect
+import os
 import subprocess
 import sys
 import types
@@ -434,7 +435,10 @@ def test_the_timing_checks_bare_loop_drops_each_output_and_says_its_peak_memory(
 # ---- pods as they are: a driver older than the locked torch's CUDA --------------------------
 
 
-OLD_DRIVER = {"PYTHONPATH": f"{ROOT / 'tests/fakes/old_driver'}:{ROOT}", "PATH": "/usr/bin:/bin"}
+OLD_DRIVER = {
+    "PYTHONPATH": os.pathsep.join([str(ROOT / "tests/fakes/old_driver"), str(ROOT)]),
+    "PATH": "/usr/bin:/bin",
+}
 
 
 def test_on_an_old_driver_host_the_probe_names_the_torch_build_and_the_uv_command():
@@ -454,6 +458,7 @@ def test_on_an_old_driver_host_the_probe_names_the_torch_build_and_the_uv_comman
     assert "`UV_NO_SYNC=1 uv run dvc repro`" in said
 
 
+@pytest.mark.posix
 def test_pod_setup_on_an_old_driver_installs_the_same_torch_for_its_cuda(tmp_path):
     # nvidia-smi and uv played by scripts on PATH: the driver's version, and the uv calls kept.
     calls = tmp_path / "uv-calls"
