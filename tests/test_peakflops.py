@@ -231,3 +231,74 @@ def test_a_lying_kernels_figures_never_reach_the_results_as_measured(tmp_path, m
     physical = LAPTOP["cpu"].get("physical_cores") or LAPTOP["cpu"]["logical_cores"]
     assert row.peak_tflops == pytest.approx(physical * 3.0 * 64 / 1e3)  # AVX-512 FP32 FMA
     assert "the OS's maximum clock (psutil)" in row.peak_source
+
+
+# ---- a clock we know, or none (psutil's answer only where it is the clock a kernel runs at) --
+
+
+@pytest.fixture
+def no_clock_program(monkeypatch):
+    """No compiler here, so no measured clock: what the OS says is all there is."""
+    monkeypatch.setattr(peakflops, "compiler", lambda: None)
+    monkeypatch.setattr(peakflops, "measure_clock_ghz", lambda cores: (None, ""))
+
+
+def play_os(monkeypatch, system: str, machine: str, freq=None) -> None:
+    import psutil
+
+    monkeypatch.setattr(peakflops.platform, "system", lambda: system)
+    monkeypatch.setattr(peakflops.platform, "machine", lambda: machine)
+    if freq is None:  # psutil defines no cpu_freq where the OS has none (arm64 Macs)
+        monkeypatch.delattr(psutil, "cpu_freq", raising=False)
+    else:
+        monkeypatch.setattr(psutil, "cpu_freq", freq, raising=False)
+
+
+def test_windows_base_clock_is_never_a_peak_clock_and_it_says_how_to_get_a_compiler(
+    monkeypatch, no_clock_program
+):
+    from collections import namedtuple
+
+    # psutil on Windows: (current, max) from CallNtPowerInformation, the base clock (3.5 GHz on
+    # a laptop that runs at 4.4): an MFU against it would read above 100%.
+    freq = namedtuple("scpufreq", "current min max")(3500.0, 0.0, 3500.0)
+    play_os(monkeypatch, "Windows", "AMD64", lambda: freq)
+    clock = peakflops.cpu_clock(8)
+    assert clock["ghz"] is None
+    assert clock["source"].startswith("Windows reports its base clock, not the boost clock")
+    assert clock["source"].endswith(
+        "no C compiler here to measure the clock: winget install "
+        "LLVM.LLVM (clang), then open a new terminal"
+    )
+
+
+def test_apple_silicon_has_no_clock_from_psutil_whether_it_has_one_or_not(
+    monkeypatch, no_clock_program
+):
+    play_os(monkeypatch, "Darwin", "arm64")  # cpu_freq absent, as on many arm64 Macs
+    clock = peakflops.cpu_clock(10)
+    assert clock["ghz"] is None and clock["source"].startswith("Apple silicon reports no clock")
+    assert clock["source"].endswith("xcode-select --install")
+    from collections import namedtuple
+
+    m4 = namedtuple("scpufreq", "current min max")(4.0, 4.0, 4.0)  # 1000x low (psutil #2642)
+    play_os(monkeypatch, "Darwin", "arm64", lambda: m4)
+    assert peakflops.cpu_clock(10)["ghz"] is None
+
+
+def test_psutils_own_failure_is_said_never_a_traceback(monkeypatch, no_clock_program):
+    def raises():
+        raise SystemError("<built-in function cpu_freq> returned a result with an exception set")
+
+    play_os(monkeypatch, "Linux", "aarch64", raises)
+    clock = peakflops.cpu_clock(4)
+    assert clock == {
+        "ghz": None,
+        "source": "psutil's cpu_freq failed (SystemError: <built-in function cpu_freq> returned "
+        "a result with an exception set)",
+    }
+    play_os(monkeypatch, "Linux", "x86_64", lambda: None)  # a VM whose OS reports no clock
+    assert peakflops.cpu_clock(4)["source"] == (
+        "the clock program did not run here, and the OS reports no clock; no C compiler here to "
+        "measure the clock: sudo apt install gcc (Debian, Ubuntu) or sudo dnf install gcc (Fedora)"
+    )

@@ -290,13 +290,47 @@ def cpu_clock(cores: int) -> CpuClock:
     unused = f"; the measured clock ({measured:.2f} GHz) was not used: {shared}" if shared else ""
     if measured is None and shared:  # the program failed: why, beside whatever the OS says
         unused = f"; {shared}"
-    freq = psutil.cpu_freq()
+    system, machine = platform.system(), platform.machine()
+    wrong = os_clock_is_wrong(system, machine)
+    if wrong:  # no MFU against a clock known not to be the one the kernel ran at
+        return {"ghz": None, "source": f"{wrong}{unused}{compiler_advice(system)}"}
+    try:  # psutil defines cpu_freq only where the OS has it (not on every arm64 Mac)
+        freq = psutil.cpu_freq()
+    except Exception as err:  # psutil's own failures (SystemError on M5, #2841), said
+        return {"ghz": None, "source": f"psutil's cpu_freq failed ({type(err).__name__}: {err})"}
     if freq and freq.max:
         return {"ghz": freq.max / 1e3, "source": f"the OS's maximum clock (psutil){unused}"}
     if freq and freq.current:
         return {"ghz": freq.current / 1e3, "source": f"the OS's current clock (psutil){unused}"}
-    why = unused.removeprefix("; ") or "no C compiler here, and the OS reports no clock"
-    return {"ghz": None, "source": why}
+    why = (
+        unused.removeprefix("; ")
+        or "the clock program did not run here, and the OS reports no clock"
+    )
+    return {"ghz": None, "source": why + compiler_advice(system)}
+
+
+def os_clock_is_wrong(system: str, machine: str) -> str:
+    """Why the OS's clock (psutil's) is known not to be a peak clock here, or "". psutil's
+    cpu_freq on Windows is the base clock (its _pswindows reads CallNtPowerInformation's
+    MaxMhz; psutil #2083, #2299), and on Apple silicon it is absent, 1000x low (M4, #2642) or
+    raises (M5, #2841): Apple silicon's sysctl has no hw.cpufrequency."""
+    if system == "Windows":
+        return "Windows reports its base clock, not the boost clock a kernel runs at: not used"
+    if system == "Darwin" and machine == "arm64":
+        return "Apple silicon reports no clock a peak can use (psutil's is absent or wrong): none"
+    return ""
+
+
+def compiler_advice(system: str) -> str:
+    """Where there is no C compiler: the one command that brings one on this OS, or ""."""
+    if compiler() is not None:
+        return ""
+    command = {
+        "Darwin": "xcode-select --install",
+        "Windows": "winget install LLVM.LLVM (clang), then open a new terminal",
+        "Linux": "sudo apt install gcc (Debian, Ubuntu) or sudo dnf install gcc (Fedora)",
+    }.get(system, "install gcc or clang")
+    return f"; no C compiler here to measure the clock: {command}"
 
 
 NAIVE_PROGRAM = r"""
