@@ -2,6 +2,8 @@
 and said to be unmeasured where none is."""
 
 import json
+import shutil
+import subprocess
 
 import pytest
 
@@ -302,3 +304,42 @@ def test_psutils_own_failure_is_said_never_a_traceback(monkeypatch, no_clock_pro
         "the clock program did not run here, and the OS reports no clock; no C compiler here to "
         "measure the clock: sudo apt install gcc (Debian, Ubuntu) or sudo dnf install gcc (Fedora)"
     )
+
+
+# ---- the compiled kernels on every target ------------------------------------------------
+
+CROSS = shutil.which("aarch64-linux-gnu-gcc")
+QEMU = shutil.which("qemu-aarch64")
+
+
+@pytest.mark.skipif(CROSS is None, reason="no aarch64 cross compiler (gcc-aarch64-linux-gnu)")
+@pytest.mark.parametrize(
+    ("program", "defines", "args"),
+    [
+        ("CLOCK_PROGRAM", {}, []),
+        ("FMA_PROGRAM", {"VECTOR_BYTES": 16, "ACC": 12}, ["200000"]),
+        ("READ_PROGRAM", {"VECTOR_BYTES": 16, "ACC": 12}, [str(64 << 10), "0.01", "2"]),
+    ],
+)
+def test_the_clock_fma_and_cache_programs_compile_and_run_for_arm64(
+    tmp_path, program, defines, args
+):
+    """As on an arm64 laptop or pod: each program built for aarch64 with the flags the lab
+    uses there (no -march: the cross compiler's own target), then run under qemu-user where it
+    is installed, printing its figures as on x86."""
+    source = tmp_path / "program.c"
+    source.write_text(getattr(peakflops, program), encoding="utf-8")
+    binary = tmp_path / "program"
+    macros = [f"-D{key}={value}" for key, value in defines.items()]
+    built = subprocess.run(
+        [CROSS, *peakflops.FLAGS, "-static", *macros, "-o", binary, source],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr
+    if QEMU is None:
+        pytest.skip("built for aarch64; no qemu-aarch64 here to run it")
+    ran = subprocess.run([QEMU, binary, *args], capture_output=True, text=True, timeout=120)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stdout.strip().splitlines()
+    assert lines and all(float(line.split()[0]) > 0 for line in lines), ran.stdout

@@ -20,14 +20,18 @@ from roofline.core.arithmetic import cpu_flop_per_cycle
 CLOCK_PROGRAM = r"""
 #include <stdio.h>
 #include <time.h>
+#if defined(__aarch64__)
+#define ADD "add %0, %0, %1\n\t"
+#else
+#define ADD "add %1, %0\n\t"
+#endif
 int main(void) {
     struct timespec t0, t1, c0, c1;
     unsigned long x = 0, y = 1, n = 100000000UL;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned long i = 0; i < n; i++)
-        __asm__ volatile("add %1, %0\n\tadd %1, %0\n\tadd %1, %0\n\tadd %1, %0"
-                         : "+r"(x) : "r"(y));
+        __asm__ volatile(ADD ADD ADD ADD : "+r"(x) : "r"(y));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
@@ -185,8 +189,8 @@ def measure_clock_ghz(cores: int) -> tuple[float | None, str]:
     """(the clock all cores run at together, why it is not to be trusted: "" when it is): a
     chain of dependent register adds (one per cycle; register operands, since recent cores
     fold add-immediate chains) on every core at once, slowest core taken. Needs a C compiler
-    and x86-64; (None, "") otherwise."""
-    if platform.machine() not in ("x86_64", "AMD64"):
+    and x86-64 or arm64; (None, "") otherwise."""
+    if platform.machine() not in ("x86_64", "AMD64", "arm64", "aarch64"):
         return None, ""
     with tempfile.TemporaryDirectory() as tmp:
         try:
