@@ -248,6 +248,12 @@ def total(amounts: Sequence[float | None]) -> float | None:
     return None if None in amounts else sum(a for a in amounts if a is not None)
 
 
+def known_total(lines: Sequence[PlanLine]) -> tuple[float, list[str]]:
+    """The sum of the estimates that are known, and the devices with no price anywhere."""
+    known = sum(line.estimate for line in lines if line.estimate is not None)
+    return known, [line.device for line in lines if line.estimate is None]
+
+
 def dollars(amount: float | None) -> str:
     return "unknown" if amount is None else f"${amount:.2f}"
 
@@ -272,10 +278,9 @@ def show_plan(lines: Sequence[PlanLine], budget: float) -> str:
         "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
         for row in rows
     ]
-    unpriced = [line.device for line in lines if line.per_hour is None]
-    summed = dollars(total([line.estimate for line in lines]))
+    priced, unpriced = known_total(lines)
+    summed = dollars(priced)
     if unpriced:  # what is known, and what is not: never a partial sum as the total
-        priced = sum(line.estimate or 0.0 for line in lines)
         summed = f"at least ${priced:.2f} + unknown ({', '.join(unpriced)}: no price anywhere)"
     text.append(f"total: {summed}; budget ${budget:.2f}")
     if any(line.spot for line in lines):
@@ -296,8 +301,8 @@ def refusals(lines: Sequence[PlanLine], budget: float) -> list[str]:
             "(above); only an offer is launched (`sky check` enables clouds; name the devices "
             "to rent the others)"
         )
-    known = sum(line.estimate or 0.0 for line in lines)  # what is known, judged all the same
-    at_least = "" if total([line.estimate for line in lines]) is not None else "at least "
+    known, unpriced = known_total(lines)  # what is known, judged all the same
+    at_least = "at least " if unpriced else ""
     if budget == 0:
         why.append("the budget is $0.00 (--budget 0): a plan only")
     elif known > budget:
