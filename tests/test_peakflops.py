@@ -268,10 +268,22 @@ def test_windows_base_clock_is_never_a_peak_clock_and_it_says_how_to_get_a_compi
     clock = peakflops.cpu_clock(8)
     assert clock["ghz"] is None
     assert clock["source"].startswith("Windows reports its base clock, not the boost clock")
+    # No compiler would build the POSIX kernels there: the conf key is the way to a peak.
     assert clock["source"].endswith(
-        "no C compiler here to measure the clock: winget install "
-        "LLVM.LLVM (clang), then open a new terminal"
+        "; set clock_ghz in conf/device/cpu.yaml's datasheet line for a peak"
     )
+
+
+@posix_only
+def test_on_windows_the_kernels_are_not_built_whatever_compiler_is_there(tmp_path, monkeypatch):
+    played_cc(tmp_path, monkeypatch, "echo '3.0 1.0 0.0'")  # a compiler that would work
+    monkeypatch.setattr(peakflops.platform, "system", lambda: "Windows")
+    seen = every_ceiling()
+    said = peakflops.NOT_ON_WINDOWS
+    assert seen["clock"] == (None, f"the clock program was not measured: {said}")
+    assert seen["fma"]["reason"] == f"not measured: {said}"
+    assert all(level["reason"] == f"not measured: {said}" for level in seen["caches"])
+    assert peakflops.naive_matmul() is None  # the textbook knob: not measured either
 
 
 def test_apple_silicon_has_no_clock_from_psutil_whether_it_has_one_or_not(

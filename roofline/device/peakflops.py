@@ -94,6 +94,7 @@ RUN_TIMEOUT_S = 120.0
 MAX_CLOCK_GHZ = 7.0
 MAX_LOAD_BYTES = {"L1": 256, "L2": 128, "L3": 64, "DRAM": 64}
 MAX_FLOP_PER_CYCLE = 64
+FMA_MARGIN = 0.25  # an FMA ceiling above the computed peak by more is refused (turbo)
 MAX_CPU_SHARE = 1.1  # a single-threaded copy's CPU time over its wall time
 
 
@@ -105,6 +106,20 @@ def compiler() -> str | None:
     return shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
 
 
+def not_built() -> str:
+    """Why `build` gave no program: no compiler, or one that could not compile it."""
+    return (
+        "no C compiler (cc, gcc or clang) here" if compiler() is None else "it did not compile here"
+    )
+
+
+# The kernels are POSIX C (clock_gettime's CPU clock, posix_memalign, madvise): Windows' C
+# libraries lack them, so they are not built there, whatever compiler is installed.
+NOT_ON_WINDOWS = (
+    "the lab's kernels are POSIX C (clock_gettime, posix_memalign): not built on Windows"
+)
+
+
 def build(
     source: str,
     where: Path,
@@ -113,6 +128,8 @@ def build(
     targets: tuple[tuple[str, ...], ...] = NATIVE,
 ) -> Path | None:
     """The program compiled (for this machine's widest instructions, by default), or None."""
+    if platform.system() == "Windows":
+        raise ProgramFailed(NOT_ON_WINDOWS)
     cc = compiler()
     if cc is None:
         return None
@@ -235,9 +252,6 @@ def fma_bound_gflops(cores: int, isa: list[str], clock_ghz: float | None) -> tup
     return bound, f"{cores} cores x {clock:.3g} GHz x {flop} FLOP/cycle + {FMA_MARGIN:.0%}"
 
 
-FMA_MARGIN = 0.25
-
-
 def measure_fma(
     cores: int, isa: list[str], seconds: float = 0.3, clock_ghz: float | None = None
 ) -> FmaCeiling:
@@ -250,12 +264,7 @@ def measure_fma(
         try:
             binary = build(FMA_PROGRAM, Path(tmp), {"VECTOR_BYTES": width, "ACC": accumulators})
             if binary is None:
-                why = (
-                    "no C compiler (cc, gcc or clang)"
-                    if compiler() is None
-                    else "it did not compile"
-                )
-                return {"gflops": None, "vector": vector, "reason": f"not measured: {why} here"}
+                return {"gflops": None, "vector": vector, "reason": f"not measured: {not_built()}"}
             # Calibrate the iterations to about `seconds` a window, then every core at once.
             probe = 2_000_000
             rate = run_window(binary, [str(probe)], 1).values[0]
@@ -326,12 +335,14 @@ def os_clock_is_wrong(system: str, machine: str) -> str:
 
 
 def compiler_advice(system: str) -> str:
-    """Where there is no C compiler: the one command that brings one on this OS, or ""."""
+    """Where the clock program cannot be built: the one command that brings a compiler on
+    this OS (on Windows, where none would build it, the conf key to set instead), or ""."""
+    if system == "Windows":  # no compiler builds the kernels there (NOT_ON_WINDOWS)
+        return "; set clock_ghz in conf/device/cpu.yaml's datasheet line for a peak"
     if compiler() is not None:
         return ""
     command = {
         "Darwin": "xcode-select --install",
-        "Windows": "winget install LLVM.LLVM (clang), then open a new terminal",
         "Linux": "sudo apt install gcc (Debian, Ubuntu) or sudo dnf install gcc (Fedora)",
     }.get(system, "install gcc or clang")
     return f"; no C compiler here to measure the clock: {command}"
@@ -637,8 +648,7 @@ def measure_cache_bandwidth(
     with tempfile.TemporaryDirectory() as tmp:
         try:
             binary = build(READ_PROGRAM, Path(tmp), {"VECTOR_BYTES": width, "ACC": accumulators})
-            why = "no C compiler (cc, gcc or clang)" if compiler() is None else "it did not compile"
-            why = f"{why} here"
+            why = not_built()
         except ProgramFailed as err:
             binary, why = None, str(err)
         for level in plan:
@@ -707,23 +717,25 @@ def run_windows(
     failed = sorted({run.returncode for run in runs if run.returncode})
     if failed:
         raise ProgramFailed(f"it exited with code {failed[0]}")
-    try:
-        printed = [[[float(x) for x in line.split()[:2]] for line in t.splitlines()] for t in out]
-        # A figure is positive, and a copy's share of one CPU at most all of it (with room for
-        # the two clocks' granularity).
-        if any(
-            len(row) != 2 or not (0 < row[0] < math.inf and 0 <= row[1] <= MAX_CPU_SHARE)
-            for p in printed
-            for row in p
-        ):
-            raise ValueError
-    except ValueError:
-        first = next((line for text in out for line in text.splitlines()), "")
-        raise ProgramFailed(f"it printed {first[:60]!r}, not its figures") from None
+    printed = [[figures(line) for line in text.splitlines()] for text in out]
+    for text, rows in zip(out, printed, strict=True):
+        for line, row in zip(text.splitlines(), rows, strict=True):
+            if row is None:
+                raise ProgramFailed(f"it printed {line[:60]!r}, not its figures")
     return [
         Window([p[i][0] for p in printed], [p[i][1] for p in printed])
         for i in range(min(len(p) for p in printed))
     ]
+
+
+def figures(line: str) -> tuple[float, float] | None:
+    """A kernel's line: its figure (positive) and its share of one CPU (at most all of it,
+    with room for the two clocks' granularity); None where the line is not that."""
+    try:
+        value, share = (float(x) for x in line.split()[:2])
+    except ValueError:  # not numbers, or fewer than two
+        return None
+    return (value, share) if 0 < value < math.inf and 0 <= share <= MAX_CPU_SHARE else None
 
 
 def read_bandwidth(
