@@ -7,7 +7,8 @@ from typing import Any
 
 from roofline.configuration.config import bench_settings
 from roofline.core.paths import knobs_path
-from roofline.machines.records import Record, knobs_record
+from roofline.machines.record_types import Record
+from roofline.machines.records import knobs_record
 from stages import run
 from stages.measuring import selected_stage
 

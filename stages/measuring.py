@@ -13,7 +13,8 @@ from omegaconf import DictConfig
 from roofline.configuration.config import device_config, load_params
 from roofline.core.files import write_json_atomic
 from roofline.machines.holding import holding
-from roofline.machines.records import Decision, Record, decide
+from roofline.machines.record_types import Record
+from roofline.machines.records import Decision, decide
 from roofline.measuring.provenance import quiet_blas
 
 

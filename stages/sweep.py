@@ -5,7 +5,8 @@ from typing import Any
 
 from roofline.configuration.config import bench_settings
 from roofline.core.paths import sweep_path
-from roofline.machines.records import Record, sweep_record
+from roofline.machines.record_types import Record
+from roofline.machines.records import sweep_record
 from stages import run
 from stages.measuring import selected_stage
 

@@ -6,6 +6,7 @@ import pytest
 
 from roofline.core.errors import HardwareError
 from roofline.device import hardware
+from roofline.device.description import GPU_VISIBILITY
 from roofline.device.hardware import live_hardware
 from roofline.machines.identity import find_device, identity, unmatched_gpus
 from tests.conftest import H100_POD, LAPTOP, config, device
@@ -224,9 +225,9 @@ def test_only_named_environment_variables_are_recorded(monkeypatch):
     assert "AWS_SECRET_ACCESS_KEY" not in recorded and "alice" not in str(recorded)
 
 
-@pytest.mark.parametrize("variable", hardware.GPU_VISIBILITY)
+@pytest.mark.parametrize("variable", GPU_VISIBILITY)
 def test_each_variable_that_renumbers_the_gpus_keys_the_boot_cache(monkeypatch, variable):
-    for name in hardware.GPU_VISIBILITY:
+    for name in GPU_VISIBILITY:
         monkeypatch.delenv(name, raising=False)
     before = hardware.boot()
     monkeypatch.setenv(variable, "1")

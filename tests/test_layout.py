@@ -54,3 +54,55 @@ def test_a_package_imports_only_the_packages_before_it(package):
 def test_no_measuring_stage_runs_interpretation_or_rendering(stage):
     ran = code_deps(f"stages.{stage}", ROOT)
     assert not [f for f in ran if f.split("/")[1] in INTERPRETING]
+
+
+def our_modules() -> dict[str, frozenset[str]]:
+    """Each module of roofline/ -> the modules of roofline/ it imports (packages' __init__ files
+    aside: they hold no code)."""
+    files = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts): p
+        for p in (ROOT / "roofline").rglob("*.py")
+        if p.name != "__init__.py"
+    }
+    return {m: imported_modules(p) & files.keys() - {m} for m, p in files.items()}
+
+
+def circles(graph: dict[str, frozenset[str]]) -> list[list[str]]:
+    """The modules that reach each other through imports, each group sorted (Tarjan's strongly
+    connected components of more than one module)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for used in sorted(graph[module]):
+            if used not in index:
+                visit(used)
+                low[module] = min(low[module], low[used])
+            elif used in stack:
+                low[module] = min(low[module], index[used])
+        if low[module] == index[module]:
+            group = stack[stack.index(module) :]
+            del stack[stack.index(module) :]
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_circles_are_found():
+    graph = {"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset({"a"}), "d": frozenset()}
+    assert circles(graph | {"d": frozenset({"a"})}) == [["a", "b", "c"]]
+    assert circles({"a": frozenset({"b"}), "b": frozenset()}) == []
+
+
+def test_no_module_of_roofline_imports_one_that_imports_it():
+    """Types-only imports count too: a circle is a circle to whoever reads the code."""
+    assert circles(our_modules()) == []
+

@@ -390,7 +390,7 @@ def test_a_window_of_a_second_or_more_has_its_power_from_amdsmis_energy_counter(
 
 def nothing_renumbered(monkeypatch) -> None:
     """This process's environment, whatever the shell running the tests set."""
-    from roofline.device.hardware import GPU_VISIBILITY
+    from roofline.device.description import GPU_VISIBILITY
 
     for name in GPU_VISIBILITY:
         monkeypatch.delenv(name, raising=False)

@@ -25,8 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from roofline.device import telemetry
-from roofline.device.description import NvmlLimits
-from roofline.device.hardware import GPU_VISIBILITY
+from roofline.device.description import GPU_VISIBILITY, NvmlLimits
 
 # amdsmi's violation flags as the NVML clock-event reasons the rows name (telemetry's
 # CLOCK_EVENT_REASONS), where they mean the same: package power tracking (PVIOL) is the power

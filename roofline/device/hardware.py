@@ -15,6 +15,7 @@ from typing import NotRequired, TypedDict, cast
 
 from roofline.core.errors import HardwareError
 from roofline.device.description import (
+    GPU_VISIBILITY,
     AppleGpu,
     CacheLevel,
     CpuInfo,
@@ -28,9 +29,6 @@ from roofline.device.description import (
 # when nothing changed (stages/probe.py).
 
 HARDWARE_ENV = "ROOFLINE_HARDWARE"
-# The variables that choose and renumber the GPUs torch sees: CUDA's, and ROCm's two (HIP's,
-# and the runtime's below it, which ROCm's torch honours too).
-GPU_VISIBILITY = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
 
 
 def usable_cpus() -> set[int] | None:

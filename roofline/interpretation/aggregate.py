@@ -35,7 +35,8 @@ from roofline.interpretation.manifest import (
     to_json,
 )
 from roofline.interpretation.rows import CSV_COLUMNS, KNOB_COLUMNS, Row, knob_row
-from roofline.machines.records import KNOWN, Record
+from roofline.machines.record_types import Record
+from roofline.machines.records import KNOWN
 
 LAB = "x4-roofline: dense matmul, FP16 8192^3 on GPUs (FP32 through the BLAS on a CPU)"
 

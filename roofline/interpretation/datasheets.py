@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, cast
 if TYPE_CHECKING:  # plain Python at run time: the GPU suite reads conf files with this module
     from roofline.configuration.params import DeviceParams
     from roofline.interpretation.interpret import JudgedDevice
-    from roofline.machines.records import Record
+    from roofline.machines.record_types import Record
 
 # A datasheet line's name that fits any name measured (a CPU, a Mac's GPU).
 ANY = "*"

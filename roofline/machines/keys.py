@@ -18,8 +18,8 @@ from roofline.configuration.params import MEASURING_KEYS, STAGE_PARAMS, Params
 from roofline.core.files import keep_cache
 from roofline.machines.code import stats
 
-if TYPE_CHECKING:  # records imports this module
-    from roofline.machines.records import Fingerprint, Record, StageKey
+if TYPE_CHECKING:  # types only: the probe imports this module on every `dvc repro`
+    from roofline.machines.record_types import Fingerprint, Record, StageKey
 
 UNRECORDED = "unrecorded"  # a record from before keys were recorded
 # The code keys as last computed, with the size and mtime of every file of ours they came from:

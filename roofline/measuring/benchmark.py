@@ -37,7 +37,8 @@ from roofline.device.peakflops import (
     measure_fma,
 )
 from roofline.machines.identity import identity
-from roofline.machines.records import Fingerprint, Record, RunInfo, points
+from roofline.machines.record_types import Fingerprint, Record, RunInfo
+from roofline.machines.records import points
 from roofline.measuring.measure import (
     Target,
     describe,

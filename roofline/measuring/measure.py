@@ -33,7 +33,7 @@ from roofline.measuring.kernels import (
 )
 
 if TYPE_CHECKING:  # the records' rules import yaml and more: the GPU suite runs this bare
-    from roofline.machines.records import CopyCeiling
+    from roofline.machines.record_types import CopyCeiling
 
 
 @dataclass

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING
 from roofline.core.arithmetic import matmul_flops
 from roofline.core.progress import progress, say
 from roofline.core.schema import empty
-from roofline.machines.records import Fingerprint, Record, sweep_record
+from roofline.machines.record_types import Fingerprint, Record
+from roofline.machines.records import sweep_record
 from roofline.measuring.benchmark import run_info, started
 from roofline.measuring.measure import describe, measure_point, target_for
 

@@ -1,0 +1,101 @@
+"""The shapes of what the several-machines rules keep: a stage's record (results.json,
+sweep.json, knobs.json), the fingerprint it was measured under, its stage keys, and dvc.lock as
+DVC writes it. Types only, so that the rules (records) and the keys (keys) both import them."""
+
+from typing import Any, NotRequired, TypedDict
+
+from roofline.device.backends import Library
+from roofline.device.description import Found, Identity
+from roofline.device.peakflops import CacheBandwidth, CpuClock, FmaCeiling
+
+
+class StageKey(TypedDict):
+    """What a measuring stage's measurement depends on (roofline/machines/keys.py)."""
+
+    code: str  # the hash of the code the stage runs
+    params: str  # ...and of the params it reads
+
+
+class Fingerprint(TypedDict):
+    """What a device's measurements depend on; DVC reads it as the measuring stages' params."""
+
+    device: str
+    status: str  # "recorded", NEVER or LOST
+    hardware: Identity | None
+    torch: str | None
+    # Each measuring stage's key; a digest (a never-measured device's) or LOST where none.
+    measures: dict[str, StageKey | str]
+
+
+class RunInfo(TypedDict):
+    """When, how long, at which revision and with what software a run measured."""
+
+    started_at: str
+    wall_s: float
+    git_revision: str | None
+    versions: dict[str, str | None]
+    environment: dict[str, str]
+    threads: int | None  # a CPU's: torch's threads
+    # Seconds each part of the run took (each point, the copy, a CPU's clock, FMA and caches):
+    # where the time went, for whoever slows it next. Older records have none.
+    spent: NotRequired[dict[str, float]]
+
+
+class CopyCeiling(TypedDict):
+    """A copy on the device, bytes read and written both counted: its bandwidth ceiling."""
+
+    bytes_moved: int
+    median_s: float
+    min_s: float
+    max_s: float
+    spread: float
+    gbps: float
+    samples_s: list[float]
+
+
+class Record(TypedDict):
+    """A measuring stage's record (results.json, sweep.json, knobs.json), in SCHEMA_VERSION:
+    what aggregate reads back. Its rows are checked apart, row by row (roofline.core.schema)."""
+
+    schema: int
+    device: str
+    status: str  # one of KNOWN
+    rows: NotRequired[list[dict[str, Any]]]  # asdict() of Measurement or KnobMeasurement
+    fingerprint: NotRequired[Fingerprint]  # what it was measured under
+    run: NotRequired[RunInfo]
+    hardware: NotRequired[Identity | None]  # results.json: the hardware's identity
+    found: NotRequired[Found]  # ...its description as probed
+    memory: NotRequired[CopyCeiling]  # ...the copy bandwidth
+    clock: NotRequired[CpuClock]  # ...a CPU's
+    fma: NotRequired[FmaCeiling]  # ...a CPU's
+    caches: NotRequired[list[CacheBandwidth]]  # ...a CPU's read bandwidth per cache level
+    libraries: NotRequired[dict[str, Library]]  # ...each backend's, by its name
+    sweep: NotRequired[str]  # sweep.json: the sweep's name
+    knobs: NotRequired[str]  # knobs.json: the knobs' name
+    tunableop_results: NotRequired[str | None]  # ...TunableOp's results file, as text
+
+
+class LockedFile(TypedDict):
+    """A dependency or output as dvc.lock records it (DVC's lock file schema, DATA_SCHEMA)."""
+
+    path: str
+    hash: NotRequired[str]  # the hash's name: "md5"
+    md5: NotRequired[str]
+    size: NotRequired[int]
+    nfiles: NotRequired[int]  # a folder's
+
+
+class LockedStage(TypedDict, total=False):
+    """A stage as dvc.lock records it (DVC's LOCK_FILE_STAGE_SCHEMA)."""
+
+    cmd: str
+    deps: list[LockedFile]
+    params: dict[str, dict[str, object]]  # params file -> each param's value as it ran
+    outs: list[LockedFile]
+
+
+class LockFile(TypedDict):
+    """A dvc.lock file (DVC's LOCKFILE_SCHEMA)."""
+
+    schema: str  # "2.0"
+    stages: dict[str, LockedStage]
