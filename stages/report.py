@@ -8,7 +8,8 @@ from roofline.core.files import write_texts_atomic
 from roofline.core.paths import EXPERIMENT
 from roofline.interpretation.manifest import load_manifest
 from roofline.interpretation.tables import load_knobs, load_table
-from roofline.rendering.report import appendix, render
+from roofline.rendering.appendix import appendix
+from roofline.rendering.report import render
 from stages import RENDERED, name_of_stage, run
 
 

@@ -16,8 +16,9 @@ from roofline.interpretation.lab_schema import load_lab_params
 from roofline.interpretation.manifest import CacheCeiling, as_manifest, to_json
 from roofline.interpretation.tables import load_table
 from roofline.machines.records import knobs_record, sweep_record
+from roofline.rendering.appendix import appendix
+from roofline.rendering.gap_paragraph import gap_paragraph
 from roofline.rendering.plot import draw, draw_sweeps
-from roofline.rendering.report import appendix, gap_paragraph
 from tests import golden
 from tests.manifests import entry
 

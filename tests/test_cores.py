@@ -241,7 +241,7 @@ def test_a_figure_above_its_peak_has_no_mfu_anywhere():
 
 
 def test_the_page_says_a_figure_above_its_peak_is_a_bug_not_an_mfu():
-    from roofline.rendering.report import mfu_sentence
+    from roofline.rendering.gap_paragraph import mfu_sentence
 
     flops = 2 * 64**3
     head = row(measurement("cpu", "float32", [64] * 3, [flops / 2e12], 0.0), 1.0, "computed")

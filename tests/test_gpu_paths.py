@@ -12,7 +12,7 @@ from roofline.gpu_suite import device_files, match, table
 from roofline.interpretation.datasheets import judged
 from roofline.interpretation.interpret import lab_checks
 from roofline.interpretation.rows import KNOB_COLUMNS
-from roofline.rendering.report import gap_paragraph
+from roofline.rendering.gap_paragraph import gap_paragraph
 from tests.conftest import H100_POD, empty_row, measured_row
 from tests.manifests import entry as manifest_entry
 from tests.test_telemetry import window
@@ -354,7 +354,8 @@ def fp16_at(tflops, tele):
 
 
 def test_the_report_sets_the_sustained_figure_beside_the_burst_and_says_why_it_dropped():
-    from roofline.rendering.report import summary_paragraph, sustained_sentence
+    from roofline.rendering.report import summary_paragraph
+    from roofline.rendering.sentences import sustained_sentence
 
     rows = burst_and_sustained()
     entry = manifest_entry(

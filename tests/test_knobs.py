@@ -16,7 +16,8 @@ from roofline.interpretation.aggregate import knob_metrics, knobs_table
 from roofline.interpretation.rows import knob_row, knob_title
 from roofline.measuring import knobs as kn
 from roofline.measuring.measure import Target, target_for
-from roofline.rendering.report import knob_lines, unturned_sentence
+from roofline.rendering.appendix import knob_lines
+from roofline.rendering.gap_paragraph import unturned_sentence
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -184,7 +185,8 @@ def test_gains_ladder_metrics_and_the_largest_unturned_knob():
 def test_with_knobs_measured_the_gap_paragraph_cites_the_largest_unturned_one():
     import json
 
-    from roofline.rendering.report import appendix, render
+    from roofline.rendering.appendix import appendix
+    from roofline.rendering.report import render
     from tests.test_results import aggregated
 
     points = [measured_knob("cpu", "float32 -> bfloat16", [1.0], [0.25], False)]

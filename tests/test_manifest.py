@@ -18,7 +18,7 @@ from roofline.core.schema import (
     measurement,
     measurement_from_dict,
 )
-from roofline.interpretation import ceilings, manifest
+from roofline.interpretation import ceilings, gaps, manifest
 from roofline.interpretation.aggregate import aggregate
 from roofline.interpretation.lab_schema import load_lab_params
 from roofline.interpretation.manifest import (
@@ -32,7 +32,7 @@ from roofline.interpretation.manifest import (
 from roofline.interpretation.rows import CSV_COLUMNS, row
 from roofline.machines import records
 from roofline.machines.records import knobs_record, pending_record, sweep_record
-from roofline.rendering import report
+from roofline.rendering import gap_paragraph, report
 from tests import golden
 from tests.fakes.cuda.played_cuda import SM90_KERNELS
 from tests.manifests import entry
@@ -188,7 +188,12 @@ MANIFEST_FIELDS = field_names(Manifest)
 
 
 @pytest.mark.parametrize(
-    "module", ["roofline/rendering/report.py", "roofline/rendering/plot.py", "roofline/check.py"]
+    "module",
+    [
+        *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "roofline/rendering").glob("*.py")),
+        "roofline/interpretation/gaps.py",
+        "roofline/check.py",
+    ],
 )
 def test_the_deliverables_read_no_manifest_field_by_key(module):
     """Past load_manifest a field is an attribute: `entry["sku"]` or `entry.get("fma")` would
@@ -230,13 +235,13 @@ def test_the_cause_follows_a_step_by_its_identifier_not_its_label(monkeypatch):
         ceilings.Step(ceilings.StepId.CEILING, 600.0, "best shape"),
         ceilings.Step(ceilings.StepId.ACHIEVED, 590.0, "what remains"),
     ]
-    assert report.largest_loss(steps) == (steps[2], steps[1])
+    assert gaps.largest_loss(steps) == (steps[2], steps[1])
     assert set(report.LOSS) | set(report.LEFT) <= set(ceilings.StepId)
     assert set(ceilings.STEP_LABELS) == set(ceilings.StepId)
     reworded = {step: label.upper() for step, label in ceilings.STEP_LABELS.items()}
     monkeypatch.setattr(ceilings, "STEP_LABELS", reworded)
     assert steps[1].label == "AT THE SM CLOCK UNDER LOAD"  # the page's words changed...
-    monkeypatch.setattr(report, "device_breakdown", lambda *args: steps)
+    monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 989.4})()
     said = report.cause_sentence("h100", entry(), None, head, None)
     assert said == (
@@ -255,7 +260,7 @@ def test_a_loss_past_what_the_breakdown_measures_is_no_cause_and_says_what_to_me
         ceilings.Step(ceilings.StepId.CEILING, None, "not measured apart from this kernel"),
         ceilings.Step(ceilings.StepId.ACHIEVED, 600.0, "what remains"),
     ]
-    monkeypatch.setattr(report, "device_breakdown", lambda *args: steps)
+    monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 989.4})()
     said, attributed = report.cause_sentence("h100", entry(), None, head, None)
     assert not attributed
@@ -263,7 +268,7 @@ def test_a_loss_past_what_the_breakdown_measures_is_no_cause_and_says_what_to_me
     assert said.endswith("measure next: measured compute ceiling.")  # its note names no command
     steps[2] = ceilings.Step(ceilings.StepId.CEILING, 960.0, "best shape")
     said, attributed = report.cause_sentence("h100", entry(), None, head, None)
-    assert not attributed and said.endswith(f"measure next: {report.BEYOND['cuda']}.")
+    assert not attributed and said.endswith(f"measure next: {gaps.BEYOND['cuda']}.")
     # Quantisation with an assumed tile is no measured cause either.
     steps[3:] = [
         ceilings.Step(ceilings.StepId.QUANTISATION, 700.0, "assumed tile"),
@@ -285,7 +290,7 @@ def test_quantisation_is_a_measured_cause_only_at_the_tile_of_the_kernel_that_ra
         ceilings.Step(ceilings.StepId.QUANTISATION, 700.0, note),
         ceilings.Step(ceilings.StepId.ACHIEVED, 690.0, "what remains"),
     ]
-    monkeypatch.setattr(report, "device_breakdown", lambda *args: steps)
+    monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     ran = type("Head", (), {"noisy": "", "peak_tflops": 989.4, "kernel": SM90_F16})()
     said, attributed = report.cause_sentence("h100", entry(), None, ran, None)
     assert attributed and said == (
@@ -302,19 +307,23 @@ def test_quantisation_is_a_measured_cause_only_at_the_tile_of_the_kernel_that_ra
         ceilings.Step(ceilings.StepId.ACHIEVED, 600.0, "what remains"),
     ]
     said, attributed = report.cause_sentence("h100", entry(), None, ran, None)
-    assert not attributed and said.endswith(f"measure next: {report.BEYOND_RAN}.")
+    assert not attributed and said.endswith(f"measure next: {gaps.BEYOND_RAN}.")
 
 
 def test_the_appendix_names_the_kernel_that_ran_and_what_its_name_says():
     def head(kernel):
         return type("Head", (), {"kernel": kernel})()
 
-    assert report.kernel_sentence(head(SM90_F16)) == (
+    assert gap_paragraph.kernel_sentence(head(SM90_F16)) == (
         f"The kernel that ran: {SM90_F16} (WGMMA, tile 128x128)."
     )
     cpu = "oneMKL 2024.0 Update 2 SGEMM (AVX-512 with AMX dispatch), 2 threads"
-    assert report.kernel_sentence(head(cpu)) == f"The kernel that ran: {cpu}."
-    assert report.kernel_sentence(head(float("nan"))) == report.kernel_sentence(head("")) == ""
+    assert gap_paragraph.kernel_sentence(head(cpu)) == f"The kernel that ran: {cpu}."
+    assert (
+        gap_paragraph.kernel_sentence(head(float("nan")))
+        == gap_paragraph.kernel_sentence(head(""))
+        == ""
+    )
 
 
 def test_a_cpus_threading_step_scales_by_the_knobs_measured_efficiency():
@@ -342,7 +351,7 @@ def test_a_cpus_threading_step_scales_by_the_knobs_measured_efficiency():
     ]
     assert steps[2].tflops == pytest.approx(0.49 * 0.8)
     assert "measured 1.6x at 2048x2048x2048: 80.0% of perfect scaling" in steps[2].note
-    assert report.largest_loss(steps)[0].id is ceilings.StepId.THREADS  # 80% against 97%
+    assert gaps.largest_loss(steps)[0].id is ceilings.StepId.THREADS  # 80% against 97%
     # With one thread's rate, the kernel on one core against one core's FMA ceiling (0.245).
     threading = ceilings.Threading(1.6, 2, (2048, 2048, 2048), one_thread_tflops=0.196)
     steps = ceilings.breakdown(head, ceiling, "cpu", None, fma, None, threading)

@@ -18,7 +18,8 @@ from roofline.interpretation.lab_schema import load_lab_params
 from roofline.interpretation.rows import row
 from roofline.machines.records import knobs_record, sweep_record
 from roofline.measuring.measure import Target, describe, measure_point
-from roofline.rendering.report import appendix, render
+from roofline.rendering.appendix import appendix
+from roofline.rendering.report import render
 from tests.golden import HERE, ROOT, parsed
 
 N = 8192

@@ -13,8 +13,9 @@ from roofline.core.files import write_text_atomic
 from roofline.core.schema import SchemaError, empty, measurement, measurement_from_dict
 from roofline.interpretation.aggregate import aggregate, load_record
 from roofline.interpretation.tables import load_table
+from roofline.rendering.appendix import appendix
 from roofline.rendering.plot import draw, interactive
-from roofline.rendering.report import appendix, render
+from roofline.rendering.report import render
 from tests.conftest import config, device, empty_row, measured_row
 
 N = 8192

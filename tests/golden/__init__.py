@@ -22,7 +22,8 @@ from roofline.core.schema import knob_from_dict, measurement, measurement_from_d
 from roofline.interpretation.aggregate import aggregate
 from roofline.interpretation.lab_schema import load_lab_params
 from roofline.machines.records import knobs_record, pending_record, sweep_record
-from roofline.rendering.report import appendix, render
+from roofline.rendering.appendix import appendix
+from roofline.rendering.report import render
 from tests.fakes.cuda.played_cuda import SM80_KERNELS, SM90_KERNELS
 
 HERE = Path(__file__).parent

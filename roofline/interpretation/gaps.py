@@ -1,0 +1,209 @@
+"""What each measured device's gap is, as numbers the pages put into words: its run, its
+headline's breakdown from the dense peak down, the largest loss in it and whether that is a
+measured cause, and what forced or clouded the run."""
+
+import itertools
+import re
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+import pandas as pd
+
+from roofline.core.schema import THREADS_KNOB
+from roofline.interpretation.ceilings import (
+    Step,
+    StepId,
+    Threading,
+    breakdown,
+    measured_ceilings,
+    per_call_overheads,
+    ran_tile,
+    why,
+)
+from roofline.interpretation.manifest import (
+    DeviceEntry,
+    MeasuredRun,
+)
+
+
+def run_of(entry: DeviceEntry) -> MeasuredRun:
+    """A measured device's run (roofline.interpretation.manifest checked that a measured entry has
+    one)."""
+    if entry.measured is None:
+        raise ValueError(f"{entry.sku} was not measured: it has no run to report")
+    return entry.measured
+
+
+def noisy(head: Any) -> str:
+    """What says a row's timed window was noisy (roofline.interpretation.noise), or ""."""
+    return head.noisy if isinstance(head.noisy, str) else ""  # an empty cell reads as NaN
+
+
+def above_peak(head: Any) -> bool:
+    """A figure above its dense peak: its MFU is left blank (roofline.interpretation.rows.row),
+    never shown."""
+    return pd.isna(head.mfu) and pd.notna(head.peak_tflops)
+
+
+def same_point(rows: pd.DataFrame, head: Any) -> pd.DataFrame:
+    """The measured rows of the headline's shape in its series: the device's figures, not a
+    node's other GPUs' nor the sustained window's."""
+    measured = rows[(rows.status == "measured") & (rows.series == head.series)]
+    return measured[(measured.m == head.m) & (measured.n == head.n) & (measured.k == head.k)]
+
+
+# Environment variables that force a library's kernel or instruction set: a run with one set
+# did not measure what the library picks for this machine.
+FORCING = (
+    "OPENBLAS_CORETYPE",
+    "MKL_ENABLE_INSTRUCTIONS",
+    "MKL_DEBUG_CPU_TYPE",
+    "ONEDNN_MAX_CPU_ISA",
+    "DNNL_MAX_CPU_ISA",
+)
+
+
+def threading(entry: DeviceEntry, knobs: pd.DataFrame | None) -> Threading | None:
+    """A CPU's threading as its knobs measured it (THREADS_KNOB), or None where they did not."""
+    run = run_of(entry)
+    if knobs is None or entry.kind != "cpu" or not run.threads:
+        return None
+    measured = knobs[(knobs.knob == THREADS_KNOB) & (knobs.status == "measured")]
+    if measured.empty:
+        return None
+    knob = measured.iloc[0]
+    shape = (int(knob.m), int(knob.n), int(knob.k))
+    return Threading(float(knob.gain), run.threads, shape, float(knob.baseline_tflops))
+
+
+def device_breakdown(
+    name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any, knobs: pd.DataFrame | None
+) -> list[Step]:
+    """The device's headline from its dense peak down to the achieved figure, step by step."""
+    run, sheet = run_of(entry), entry.datasheet
+    return breakdown(
+        head,
+        measured_ceilings(rows)[(name, head.dtype)],
+        entry.kind,
+        run.details.sm_count or sheet.sm_count,
+        run.fma,
+        sheet.peak_clock_mhz,
+        threading(entry, knobs),
+    )
+
+
+def largest_loss(steps: list[Step]) -> tuple[Step, Step] | None:
+    """(the step with the largest measured drop, the step above it), of a breakdown."""
+    measured = [s for s in steps if s.tflops]
+    pairs = list(itertools.pairwise(measured))
+    if not pairs:
+        return None
+    above, below = min(pairs, key=lambda pair: pair[1].tflops / pair[0].tflops)
+    return below, above
+
+
+# The steps whose loss is a measured cause (the Definition of Done's "concrete"): tile and wave
+# quantisation is one only where its tile is the kernel's that ran (`measured_causes`), not
+# while it is assumed; what the breakdown leaves ("the kernel itself") names none.
+MEASURED_CAUSES = {StepId.CLOCK, StepId.FMA, StepId.THREADS, StepId.CEILING}
+
+# What the breakdown would measure next where every step has a number, by device kind.
+BEYOND = {
+    "cpu": "what inside the kernel on one core costs it (its blocking, packing and loads: "
+    "for instance the same product with its operands already packed), which the breakdown "
+    "does not split yet",
+    "cuda": "the kernel that ran (its tile, from torch's profiler), which the quantisation step "
+    "assumes",
+}
+
+# ...and on a GPU whose quantisation step has the tile of the kernel that ran.
+BEYOND_RAN = (
+    "the kernel that ran against its SMs' tensor-core peak (its pipeline and occupancy, from a "
+    "profile of the kernel), which the breakdown does not split yet"
+)
+
+
+def measured_causes(head: Any) -> set[StepId]:
+    """The steps whose loss is a measured cause for this headline: quantisation too where its
+    tile came from the kernel that ran."""
+    return MEASURED_CAUSES | ({StepId.QUANTISATION} if ran_tile(head) else set())
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A headline's largest measured loss in its breakdown, as numbers: the step that lost it,
+    the measured step above, the share of that step it kept, whether its loss is a measured
+    cause (the Definition of Done's "concrete") and, where it is not, what to measure next."""
+
+    step: Step
+    above: Step
+    share: float  # step.tflops / above.tflops
+    measured: bool
+    measure_next: str  # "" where `measured`
+
+
+def gap_cause(
+    name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any, knobs: pd.DataFrame | None
+) -> Cause | None:
+    """The largest loss the breakdown measured, from the peak down to the achieved figure;
+    None where there is no peak to start from or nothing measured below it. A headline timed in
+    a noisy window has none: no cause is read from its figures."""
+    if noisy(head) or pd.isna(head.peak_tflops):
+        return None
+    steps = device_breakdown(name, entry, rows, head, knobs)
+    found = largest_loss(steps)
+    if found is None:
+        return None
+    below, above = found
+    share = below.tflops / above.tflops
+    if below.id in measured_causes(head):
+        return Cause(below, above, share, True, "")
+    unmeasured = [s for s in steps if s.tflops is None and s.id is not StepId.PEAK]
+    command = re.search(r"`[^`]+`", unmeasured[0].note) if unmeasured else None
+    nxt = (
+        unmeasured[0].label + (f" ({command.group()})" if command else "")
+        if unmeasured
+        else BEYOND_RAN
+        if entry.kind == "cuda" and ran_tile(head)
+        else BEYOND.get(entry.kind, "the kernel that ran")
+    )
+    return Cause(below, above, share, False, nxt)
+
+
+def forced(entry: DeviceEntry) -> list[str]:
+    """The FORCING variables the run had set, as NAME=value."""
+    environment = run_of(entry).environment
+    return [f"{name}={environment[name]}" for name in FORCING if name in environment]
+
+
+@dataclass(frozen=True)
+class BoundCheck:
+    """The roofline's prediction against the measured points on one side of the ridge."""
+
+    bound: str  # "compute" or "memory"
+    points: int
+    median_abs_error: float  # of measured / predicted - 1
+    worst: Any  # the point with the largest |error|, as a row
+    cause: str  # its likeliest cause (roofline.interpretation.ceilings.why)
+
+
+def bound_checks(
+    name: str, run: MeasuredRun, rows: pd.DataFrame, checked: pd.DataFrame, pred: pd.DataFrame
+) -> list[BoundCheck]:
+    """Each side of the ridge's `checked` predictions (those that define no ceiling, of all
+    `pred`), with the worst point's likeliest cause."""
+    details = run.details
+    overheads, ceilings = per_call_overheads(pred), measured_ceilings(rows)
+    out = []
+    for bound, group in checked.groupby("bound", sort=True):
+        worst = SimpleNamespace(**group.loc[group.error.abs().idxmax()].to_dict())
+        cause = why(
+            worst,
+            details.cache_bytes or details.l2_bytes,
+            overheads[worst.dtype],
+            details.sm_count,
+            ceilings[(name, worst.dtype)],
+        )
+        out.append(BoundCheck(str(bound), len(group), group.error.abs().median(), worst, cause))
+    return out

@@ -1,0 +1,273 @@
+"""The appendix's gap paragraph of a measured device: what its lab kernel reached and why, each
+sentence from a measured number (the one page's shorter paragraph is roofline.rendering.report's)."""
+
+from types import SimpleNamespace
+from typing import Any
+
+import pandas as pd
+
+from roofline.configuration.params import RENTED_KINDS
+from roofline.core.arithmetic import matmul_bytes
+from roofline.core.dtypes import DTYPES
+from roofline.device.peakflops import binary_size
+from roofline.interpretation import kernel_names
+from roofline.interpretation.ceilings import (
+    headline,
+    text_of,
+)
+from roofline.interpretation.gaps import (
+    above_peak,
+    forced,
+    noisy,
+    run_of,
+    same_point,
+)
+from roofline.interpretation.manifest import (
+    DeviceEntry,
+)
+from roofline.interpretation.roofs import ridge_point
+from roofline.interpretation.rows import knob_title
+from roofline.rendering.sentences import (
+    datasheet_sentence,
+    library,
+    noisy_sentence,
+    sustained_sentence,
+    times,
+)
+
+
+def achieved_sentence(head: Any, entry: DeviceEntry) -> str:
+    threads = f", {run_of(entry).threads} threads" if entry.kind == "cpu" else ""
+    return (
+        f"**{head.dtype} {head.m}×{head.n}×{head.k}** ran at **{head.achieved_tflops:.4g} "
+        f"TFLOP/s** (median of {int(head.repeats)}, spread {head.spread:.1%}) through "
+        f"{library(entry, head.backend, head.dtype)}{threads}."
+    )
+
+
+def mfu_sentence(head: Any) -> str:
+    if above_peak(head):
+        return (
+            f"It has no MFU: {head.achieved_tflops:.4g} TFLOP/s is above the dense peak "
+            f"{head.peak_tflops:.4g} TFLOP/s ({head.peak_source}), a bug to find, not a result."
+        )
+    if pd.isna(head.mfu):
+        return f"It has no MFU: {head.peak_source}."
+    return (
+        f"That is **MFU {head.mfu:.1%}** of the dense peak {head.peak_tflops:.4g} TFLOP/s "
+        f"({head.peak_source})."
+    )
+
+
+def intensity_sentence(head: Any, entry: DeviceEntry) -> str:
+    gbps = run_of(entry).memory_copy.gbps
+    move_s = matmul_bytes(head.m, head.n, head.k, head.dtype) / (gbps * 1e9)
+    moving = (
+        f"moving its operands once at the measured copy bandwidth ({gbps:.1f} GB/s) "
+        f"takes {move_s:.3g} s, {move_s / head.median_s:.1%} of the measured time"
+    )
+    if pd.isna(head.peak_tflops):
+        return f"Its intensity is {head.arithmetic_intensity:.1f} FLOP/byte: {moving}."
+    ridge = ridge_point(head.peak_tflops, gbps)
+    side = "compute" if head.arithmetic_intensity > ridge else "memory"
+    return (
+        f"Its intensity, {head.arithmetic_intensity:.1f} FLOP/byte, is "
+        f"{times(head.arithmetic_intensity / ridge)} the ridge of the dense peak over the "
+        f"measured copy bandwidth ({ridge:.1f} FLOP/byte), so it is {side}-bound: {moving}."
+    )
+
+
+def kernel_sentence(head: Any) -> str:
+    """The kernel that ran for the headline, as its library named it, and what its name says
+    (roofline.interpretation.kernel_names); "" where none was recorded."""
+    name = text_of(getattr(head, "kernel", ""))
+    if not name:
+        return ""
+    info = kernel_names.parse(name)
+    said = info.summary() if info.library is None else ""  # a CPU's line says it itself
+    return f"The kernel that ran: {name}" + (f" ({said})." if said else ".")
+
+
+def backend_sentences(head: Any, entry: DeviceEntry, rows: pd.DataFrame) -> list[str]:
+    """The kernel that ran, and the other libraries on the same kernel: which BLAS is fastest
+    is this machine's fact."""
+    same = same_point(rows, head)
+    others = same[(same.dtype == head.dtype) & (same.backend != head.backend)]
+    out = [kernel_sentence(head)] + [
+        f"Through {library(entry, r.backend, r.dtype)} the same kernel ran at "
+        f"{r.achieved_tflops:.4g} TFLOP/s: the fastest is {times(head.achieved_tflops / r.achieved_tflops)} it."
+        for r in others.itertuples()
+    ]
+    amd = (run_of(entry).details.microarchitecture or "").startswith("zen")
+    torch_row = others[others.backend == "torch"]
+    if amd and head.dtype == "float32" and not torch_row.empty:
+        out.append(
+            "torch's float32 goes through MKL, which takes a slower path on CPUs not made by "
+            "Intel (pytorch/builder#504): on this AMD CPU, the knob is the library."
+        )
+    return out
+
+
+def dtype_sentences(head: Any, rows: pd.DataFrame, knobs_measured: bool = False) -> list[str]:
+    """The other dtypes on the same shape, each through its fastest library; and the fastest
+    of them as the optimisation left, unless the knobs measured what is left."""
+    same = same_point(rows, head)
+    others = same[same.dtype != head.dtype]
+    if others.empty:
+        return []
+    best = others.loc[others.groupby("dtype", sort=False).achieved_tflops.idxmax()]
+    out = []
+    for r in best.itertuples():
+        mfu = (
+            f" (MFU {r.mfu:.1%} of its {r.peak_tflops:.4g} TFLOP/s peak)" if pd.notna(r.mfu) else ""
+        )
+        if DTYPES[r.dtype].scaled:  # the fast-accumulation knob measures the other way
+            mfu += ", with exact accumulation" if mfu else " with exact accumulation"
+        out.append(
+            f"On the same shape {r.dtype} reached {r.achieved_tflops:.4g} TFLOP/s, "
+            f"{r.achieved_tflops / head.achieved_tflops:.2f}× {head.dtype}{mfu}."
+        )
+    fastest = SimpleNamespace(**best.loc[best.achieved_tflops.idxmax()].to_dict())
+    if fastest.achieved_tflops > head.achieved_tflops and not knobs_measured:
+        out.append(
+            f"The largest measured optimisation left on the table is the {fastest.dtype} path "
+            f"({fastest.achieved_tflops / head.achieved_tflops:.2f}× the {head.dtype} kernel), at "
+            f"the cost of {fastest.dtype}'s precision."
+        )
+    return out
+
+
+def fma_sentences(head: Any, entry: DeviceEntry) -> list[str]:
+    """A CPU's own compute ceiling: its FMA throughput on every core, against the computed peak."""
+    run = run_of(entry)
+    fma = run.fma
+    if not fma:
+        return []
+    if fma.gflops is None:
+        return [
+            f"This CPU's FMA ceiling was {fma.reason}, so nothing here bounds the BLAS but the computed peak."
+        ]
+    ceiling = fma.gflops / 1e3
+    text = (
+        f"The CPU's FMA ceiling, measured on every core at once ({fma.vector}), is "
+        f"{ceiling:.4g} TFLOP/s; the kernel reaches {head.achieved_tflops / ceiling:.0%} of it"
+    )
+    computed = run.peaks_used.get("float32")  # the peak a float32 kernel is held to
+    if computed and computed.tflops and head.dtype == "float32":
+        share = ceiling / computed.tflops
+        text += (
+            f", and the ceiling is {share:.0%} of the computed peak"
+            + (
+                ": the vector clock under load, or the FLOP per cycle assumed, is that much lower"
+                if share < 0.95 and not noisy(head)  # a shared machine lowers both as well
+                else ""
+            )
+            + (
+                ": above it, so the computed peak's cores or FLOP per cycle are wrong for this CPU"
+                if share > 1.05
+                else ""
+            )
+        )
+    return [text + "."]
+
+
+def cache_sentences(entry: DeviceEntry) -> list[str]:
+    """A CPU's read bandwidth from each cache level and DRAM, with each core's working set."""
+    caches = run_of(entry).caches
+    if not caches:
+        return []
+    said = [
+        f"{c.level} {c.gbps:.4g} GB/s ({binary_size(c.working_set_bytes or 0)})"
+        if c.gbps is not None
+        else f"{c.level} {c.reason}"
+        for c in caches
+    ]
+    return [
+        "Read bandwidth, every core at once, each over a working set of its own (its size per "
+        f"core): {'; '.join(said)}."
+    ]
+
+
+def telemetry_sentences(head: Any, entry: DeviceEntry) -> list[str]:
+    if pd.notna(head.sm_clock_mhz):
+        text = f"During the timed window the SM clock averaged {head.sm_clock_mhz:.0f} MHz"
+        assumed = entry.datasheet.peak_clock_mhz
+        if assumed:
+            text += (
+                f", {head.sm_clock_mhz / assumed:.0%} of the {assumed:.0f} MHz the datasheet peak "
+                "assumes"
+            )
+        if pd.notna(head.sm_clock_max_mhz) and head.sm_clock_max_mhz:
+            text += f" (NVML's maximum: {head.sm_clock_max_mhz:.0f} MHz)"
+        if pd.notna(head.power_w):
+            text += f", at {head.power_w:.0f} W ({head.joules_per_tflop:.2f} J per TFLOP)"
+        reasons = head.throttle_reasons if isinstance(head.throttle_reasons, str) else ""
+        text += (
+            f"; clock limits reported: {reasons.replace('+', ', ')}."
+            if reasons
+            else "; no clock limit was reported."
+        )
+        return [text]
+    if entry.kind in RENTED_KINDS:
+        library = RENTED_KINDS[entry.kind]
+        return [f"No {library} telemetry was recorded, so the clock under load is unknown."]
+    return []
+
+
+def forced_sentences(entry: DeviceEntry) -> list[str]:
+    settings = forced(entry)
+    if not settings:
+        return []
+    return [
+        f"This run had {', '.join(settings)} set, which forces the library's kernel or instruction "
+        "set: it measured that, not what the library picks for this CPU."
+    ]
+
+
+def gap_paragraph(
+    name: str,
+    entry: DeviceEntry,
+    rows: pd.DataFrame,
+    knobs: pd.DataFrame | None = None,
+    sustained: pd.DataFrame | None = None,
+) -> str:
+    """What the device's lab kernel reached and why, each sentence from a measured number; with
+    knobs measured, the largest one it leaves unturned; with its `sustained` rows, the headline
+    over the long window beside its burst."""
+    head = headline(rows, entry.kind)
+    if head is None:
+        return f"No kernel of {name} was measured: every row is skipped or failed (see the table)."
+    parts = [
+        achieved_sentence(head, entry),
+        noisy_sentence(head),
+        mfu_sentence(head),
+        intensity_sentence(head, entry),
+        *backend_sentences(head, entry, rows),
+        *dtype_sentences(head, rows, knobs is not None and (knobs.status == "measured").any()),
+        *fma_sentences(head, entry),
+        *cache_sentences(entry),
+        *telemetry_sentences(head, entry),
+        sustained_sentence(entry, rows, sustained),
+        datasheet_sentence(entry),
+        *[f"Lab check: {c}." for c in run_of(entry).lab_checks],
+        *forced_sentences(entry),
+        *[
+            f"{r.dtype} ({r.backend}) {r.status}: {r.reason}."
+            for r in rows[rows.status.isin(["skipped", "failed"])].itertuples()
+        ],
+        unturned_sentence(knobs) if knobs is not None else "",
+    ]
+    return " ".join(part for part in parts if part)
+
+
+def unturned_sentence(knobs: pd.DataFrame) -> str:
+    """The largest measured knob that the lab kernel leaves unturned."""
+    left = knobs[(knobs.status == "measured") & (knobs.lab_turns.astype(str) == "False")]
+    if left.empty:
+        return ""
+    best = SimpleNamespace(**left.loc[left.gain.idxmax()].to_dict())
+    return (
+        "The largest knob this kernel leaves unturned, measured: "
+        f"{knob_title(best.knob, best.baseline, best.variant)}, {best.gain:.3g}× at "
+        f"{best.m}×{best.n}×{best.k}."
+    )
