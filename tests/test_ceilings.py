@@ -7,11 +7,9 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
+from roofline.interpretation.breakdown import Step, StepId, breakdown
 from roofline.interpretation.ceilings import (
     Ceiling,
-    Step,
-    StepId,
-    breakdown,
     measured_ceilings,
     per_call_overheads,
     predicted_seconds,

@@ -18,7 +18,7 @@ from roofline.core.schema import (
     measurement,
     measurement_from_dict,
 )
-from roofline.interpretation import ceilings, gaps, manifest
+from roofline.interpretation import breakdown, ceilings, gaps, manifest
 from roofline.interpretation.aggregate import aggregate
 from roofline.interpretation.lab_schema import load_lab_params
 from roofline.interpretation.manifest import (
@@ -230,16 +230,16 @@ def test_a_manifest_entry_is_no_mapping():
 
 def test_the_cause_follows_a_step_by_its_identifier_not_its_label(monkeypatch):
     steps = [
-        ceilings.Step(ceilings.StepId.PEAK, 989.4, "datasheet"),
-        ceilings.Step(ceilings.StepId.CLOCK, 900.0, "1650 MHz"),
-        ceilings.Step(ceilings.StepId.CEILING, 600.0, "best shape"),
-        ceilings.Step(ceilings.StepId.ACHIEVED, 590.0, "what remains"),
+        breakdown.Step(breakdown.StepId.PEAK, 989.4, "datasheet"),
+        breakdown.Step(breakdown.StepId.CLOCK, 900.0, "1650 MHz"),
+        breakdown.Step(breakdown.StepId.CEILING, 600.0, "best shape"),
+        breakdown.Step(breakdown.StepId.ACHIEVED, 590.0, "what remains"),
     ]
     assert gaps.largest_loss(steps) == (steps[2], steps[1])
-    assert set(report.LOSS) | set(report.LEFT) <= set(ceilings.StepId)
-    assert set(ceilings.STEP_LABELS) == set(ceilings.StepId)
-    reworded = {step: label.upper() for step, label in ceilings.STEP_LABELS.items()}
-    monkeypatch.setattr(ceilings, "STEP_LABELS", reworded)
+    assert set(report.LOSS) | set(report.LEFT) <= set(breakdown.StepId)
+    assert set(breakdown.STEP_LABELS) == set(breakdown.StepId)
+    reworded = {step: label.upper() for step, label in breakdown.STEP_LABELS.items()}
+    monkeypatch.setattr(breakdown, "STEP_LABELS", reworded)
     assert steps[1].label == "AT THE SM CLOCK UNDER LOAD"  # the page's words changed...
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 989.4})()
@@ -255,10 +255,10 @@ def test_a_loss_past_what_the_breakdown_measures_is_no_cause_and_says_what_to_me
 ):
     # The Definition of Done's "concrete" can fail: the largest loss is the kernel itself.
     steps = [
-        ceilings.Step(ceilings.StepId.PEAK, 989.4, "datasheet"),
-        ceilings.Step(ceilings.StepId.CLOCK, 950.0, "1900 MHz"),
-        ceilings.Step(ceilings.StepId.CEILING, None, "not measured apart from this kernel"),
-        ceilings.Step(ceilings.StepId.ACHIEVED, 600.0, "what remains"),
+        breakdown.Step(breakdown.StepId.PEAK, 989.4, "datasheet"),
+        breakdown.Step(breakdown.StepId.CLOCK, 950.0, "1900 MHz"),
+        breakdown.Step(breakdown.StepId.CEILING, None, "not measured apart from this kernel"),
+        breakdown.Step(breakdown.StepId.ACHIEVED, 600.0, "what remains"),
     ]
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 989.4})()
@@ -266,13 +266,13 @@ def test_a_loss_past_what_the_breakdown_measures_is_no_cause_and_says_what_to_me
     assert not attributed
     assert said.startswith("Its largest loss is in the kernel itself")
     assert said.endswith("measure next: measured compute ceiling.")  # its note names no command
-    steps[2] = ceilings.Step(ceilings.StepId.CEILING, 960.0, "best shape")
+    steps[2] = breakdown.Step(breakdown.StepId.CEILING, 960.0, "best shape")
     said, attributed = report.cause_sentence("h100", entry(), None, head, None)
     assert not attributed and said.endswith(f"measure next: {gaps.BEYOND['cuda']}.")
     # Quantisation with an assumed tile is no measured cause either.
     steps[3:] = [
-        ceilings.Step(ceilings.StepId.QUANTISATION, 700.0, "assumed tile"),
-        ceilings.Step(ceilings.StepId.ACHIEVED, 690.0, "what remains"),
+        breakdown.Step(breakdown.StepId.QUANTISATION, 700.0, "assumed tile"),
+        breakdown.Step(breakdown.StepId.ACHIEVED, 690.0, "what remains"),
     ]
     assert report.cause_sentence("h100", entry(), None, head, None)[1] is False
 
@@ -284,11 +284,11 @@ SM90_F16 = SM90_KERNELS["float16"]
 def test_quantisation_is_a_measured_cause_only_at_the_tile_of_the_kernel_that_ran(monkeypatch):
     note = "4096 tiles of 128x128 (the tile of the kernel that ran) on 132 SMs"
     steps = [
-        ceilings.Step(ceilings.StepId.PEAK, 989.4, "datasheet"),
-        ceilings.Step(ceilings.StepId.CLOCK, 950.0, "1900 MHz"),
-        ceilings.Step(ceilings.StepId.CEILING, None, "not measured apart from this kernel"),
-        ceilings.Step(ceilings.StepId.QUANTISATION, 700.0, note),
-        ceilings.Step(ceilings.StepId.ACHIEVED, 690.0, "what remains"),
+        breakdown.Step(breakdown.StepId.PEAK, 989.4, "datasheet"),
+        breakdown.Step(breakdown.StepId.CLOCK, 950.0, "1900 MHz"),
+        breakdown.Step(breakdown.StepId.CEILING, None, "not measured apart from this kernel"),
+        breakdown.Step(breakdown.StepId.QUANTISATION, 700.0, note),
+        breakdown.Step(breakdown.StepId.ACHIEVED, 690.0, "what remains"),
     ]
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     ran = type("Head", (), {"noisy": "", "peak_tflops": 989.4, "kernel": SM90_F16})()
@@ -301,10 +301,10 @@ def test_quantisation_is_a_measured_cause_only_at_the_tile_of_the_kernel_that_ra
         assert report.cause_sentence("h100", entry(), None, head, None)[1] is False
     # Every step measured and the kernel itself the largest loss: what to measure next is past
     # the tile, which is known.
-    steps[2] = ceilings.Step(ceilings.StepId.CEILING, 940.0, "best shape")
+    steps[2] = breakdown.Step(breakdown.StepId.CEILING, 940.0, "best shape")
     steps[3:] = [
-        ceilings.Step(ceilings.StepId.QUANTISATION, 920.0, note),
-        ceilings.Step(ceilings.StepId.ACHIEVED, 600.0, "what remains"),
+        breakdown.Step(breakdown.StepId.QUANTISATION, 920.0, note),
+        breakdown.Step(breakdown.StepId.ACHIEVED, 600.0, "what remains"),
     ]
     said, attributed = report.cause_sentence("h100", entry(), None, ran, None)
     assert not attributed and said.endswith(f"measure next: {gaps.BEYOND_RAN}.")
@@ -342,25 +342,25 @@ def test_a_cpus_threading_step_scales_by_the_knobs_measured_efficiency():
     )()
     ceiling = ceilings.Ceiling(0.38, (8192, 8192, 8192), "lab", "torch")
     fma = manifest.Fma(gflops=490.0, vector="AVX-512 (512-bit)")
-    threading = ceilings.Threading(gain=1.6, threads=2, shape=(2048, 2048, 2048))
-    steps = ceilings.breakdown(head, ceiling, "cpu", None, fma, None, threading)
+    threading = breakdown.Threading(gain=1.6, threads=2, shape=(2048, 2048, 2048))
+    steps = breakdown.breakdown(head, ceiling, "cpu", None, fma, None, threading)
     assert [s.id for s in steps][:3] == [
-        ceilings.StepId.PEAK,
-        ceilings.StepId.FMA,
-        ceilings.StepId.THREADS,
+        breakdown.StepId.PEAK,
+        breakdown.StepId.FMA,
+        breakdown.StepId.THREADS,
     ]
     assert steps[2].tflops == pytest.approx(0.49 * 0.8)
     assert "measured 1.6x at 2048x2048x2048: 80.0% of perfect scaling" in steps[2].note
-    assert gaps.largest_loss(steps)[0].id is ceilings.StepId.THREADS  # 80% against 97%
+    assert gaps.largest_loss(steps)[0].id is breakdown.StepId.THREADS  # 80% against 97%
     # With one thread's rate, the kernel on one core against one core's FMA ceiling (0.245).
-    threading = ceilings.Threading(1.6, 2, (2048, 2048, 2048), one_thread_tflops=0.196)
-    steps = ceilings.breakdown(head, ceiling, "cpu", None, fma, None, threading)
-    assert steps[3].id is ceilings.StepId.ONE_CORE
+    threading = breakdown.Threading(1.6, 2, (2048, 2048, 2048), one_thread_tflops=0.196)
+    steps = breakdown.breakdown(head, ceiling, "cpu", None, fma, None, threading)
+    assert steps[3].id is breakdown.StepId.ONE_CORE
     assert steps[3].tflops == pytest.approx(0.49 * 0.8 * 0.8)
     assert "80.0% of one core's FMA ceiling (0.245)" in steps[3].note
     # A gain past the thread count is the cache's, never more than perfect scaling.
-    assert ceilings.Threading(2.3, 2, (64, 64, 64)).efficiency == 1.0
-    unmeasured = ceilings.breakdown(head, ceiling, "cpu", None, fma, None, None)[2]
+    assert breakdown.Threading(2.3, 2, (64, 64, 64)).efficiency == 1.0
+    unmeasured = breakdown.breakdown(head, ceiling, "cpu", None, fma, None, None)[2]
     assert unmeasured.tflops is None and "knobs=lab" in unmeasured.note
 
 

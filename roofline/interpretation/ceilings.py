@@ -1,7 +1,6 @@
 """Measured ceilings, the roofline's own prediction checked against measurement, and the gap
 from the datasheet peak down to the achieved figure. Pure functions over results rows."""
 
-import enum
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -9,14 +8,11 @@ from typing import Any
 
 import pandas as pd
 
-from roofline.configuration.params import RENTED_KINDS
 from roofline.core.arithmetic import matmul_bytes, matmul_flops
 from roofline.core.dtypes import LAB_DTYPE
 from roofline.device.peakflops import CacheBandwidth, binary_size
-from roofline.device.telemetry import reason_words
 from roofline.interpretation import kernel_names
-from roofline.interpretation.interpret import assumed_clock_mhz
-from roofline.interpretation.manifest import DeviceEntry, Fma
+from roofline.interpretation.manifest import DeviceEntry
 from roofline.interpretation.node import SUSTAINED, is_other_gpu
 
 # The output tile assumed for tile and wave quantisation on GPUs where the row's kernel name
@@ -24,6 +20,21 @@ from roofline.interpretation.node import SUSTAINED, is_other_gpu
 # (M x N), a common cuBLAS tile for large 16-bit GEMMs on Ampere and Hopper. cuBLAS picks its
 # own per shape, so this is a model, stated wherever it is used.
 TILE = (128, 256)
+
+
+def text_of(value: Any) -> str:
+    """A text field of a row ("" where results.csv left it empty, read back as NaN)."""
+    return value if isinstance(value, str) else ""
+
+
+def number_of(value: Any) -> float | None:
+    """A number field of a row (None where it is missing or empty)."""
+    return None if value is None or pd.isna(value) else float(value)
+
+
+def tile_source(tile: tuple[int, int] | None) -> str:
+    """Where a quantisation's tile came from, as the page says it."""
+    return "the tile of the kernel that ran" if tile else "assumed"
 
 
 def ran_tile(row: Any) -> tuple[int, int] | None:
@@ -209,266 +220,6 @@ def per_call_overheads(pred: pd.DataFrame) -> dict[str, float]:
     roofline time (0 when the roofline accounts for all of it)."""
     fastest = pred.loc[pred.groupby("dtype").median_s.idxmin()]
     return {r.dtype: max(0.0, r.median_s - r.predicted_s) for r in fastest.itertuples()}
-
-
-class StepId(enum.Enum):
-    """A step of the gap breakdown, from the dense peak down to the achieved figure."""
-
-    PEAK = "peak"
-    CLOCK = "clock"  # a GPU's SM clock under load
-    FMA = "fma"  # a CPU's measured FMA ceiling
-    THREADS = "threads"  # a CPU's threading, as the threads knob measured it
-    ONE_CORE = "one_core"  # a CPU's kernel on one thread against one core's FMA ceiling
-    CEILING = "ceiling"  # the best shape measured
-    QUANTISATION = "quantisation"  # a GPU's tiles and waves
-    ACHIEVED = "achieved"
-
-
-# Each step as the appendix names it.
-STEP_LABELS = {
-    StepId.PEAK: "dense peak",
-    StepId.CLOCK: "at the SM clock under load",
-    StepId.FMA: "measured FMA ceiling",
-    StepId.THREADS: "threading across the cores",
-    StepId.ONE_CORE: "the kernel on one core",
-    StepId.CEILING: "measured compute ceiling",
-    StepId.QUANTISATION: "tile and wave quantisation",
-    StepId.ACHIEVED: "achieved",
-}
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of the breakdown: its TFLOP/s (None: not measured, which `note` says) and how
-    it was found."""
-
-    id: StepId
-    tflops: float | None
-    note: str
-
-    @property
-    def label(self) -> str:
-        return STEP_LABELS[self.id]
-
-
-def step(id: StepId, tflops: float | None, note: str) -> Step:
-    known = tflops is not None and not math.isnan(tflops)
-    return Step(id, tflops if known else None, note)
-
-
-def above(steps: list[Step]) -> Step | None:
-    """The last step with a number, which the next one is a fraction of."""
-    return next((s for s in reversed(steps) if s.tflops is not None), None)
-
-
-def share(tflops: float, steps: list[Step]) -> str:
-    ref = above(steps)
-    if ref is None:
-        return "no step above to compare with"
-    return f"{tflops / ref.tflops:.1%} of the step above ({ref.label})"
-
-
-def text_of(value: Any) -> str:
-    """A text field of a row ("" where results.csv left it empty, read back as NaN)."""
-    return value if isinstance(value, str) else ""
-
-
-def number_of(value: Any) -> float | None:
-    """A number field of a row (None where it is missing or empty)."""
-    return None if value is None or pd.isna(value) else float(value)
-
-
-def clock_cause(head: Any) -> str:
-    """What held the SM clock in the timed window, as NVML said: the clock-event reason set in
-    the most samples and its share, and the power against the enforced limit; what was not
-    read, said. A row from before shares were recorded names the reasons it saw."""
-    reason = text_of(getattr(head, "clock_reason", ""))
-    share = number_of(getattr(head, "clock_reason_share", None))
-    seen = [n for n in text_of(getattr(head, "throttle_reasons", "")).split("+") if n]
-    if reason == "none":
-        said = "no clock-event reason but idleness was set in any sample"
-    elif reason:
-        of = f"{share:.0%} of the samples" if share is not None else "some samples"
-        said = f"the clock was held by {reason_words(reason)} in {of}"
-    elif "reasons:" in text_of(getattr(head, "telemetry_errors", "")):
-        said = "its clock-event reasons were not read (NVML refused them)"
-    elif seen:
-        named = ", ".join(reason_words(n) for n in seen)
-        said = f"clock-event reasons seen: {named} (in what share of the samples, not recorded)"
-    else:
-        said = "no clock-event reason but idleness was reported"
-    power = number_of(getattr(head, "power_w", None))
-    limit = number_of(getattr(head, "power_limit_w", None))
-    if power is not None and limit:
-        return f"{said}, at {power:.0f} W of its {limit:.0f} W limit ({power / limit:.0%})"
-    if power is not None:
-        return f"{said}, at {power:.0f} W (its power limit not recorded)"
-    return f"{said}; its power was not read"
-
-
-def clock_step(
-    head: Any, kind: str, fma: Fma | None, steps: list[Step], peak_clock_mhz: float | None
-) -> Step:
-    """What the cores deliver under load: a GPU's peak scaled by its SM clock in the timed
-    window (NVML) over the clock its datasheet peak assumes, a CPU's FMA throughput on every
-    core at its widest vector (measured)."""
-    if kind == "cpu":
-        if not fma or fma.gflops is None:
-            return step(StepId.FMA, None, (fma and fma.reason) or "not measured")
-        ceiling = fma.gflops / 1e3
-        note = f"every core at once, {fma.vector}: {share(ceiling, steps)}"
-        return step(StepId.FMA, ceiling, note)
-    if kind not in RENTED_KINDS or pd.isna(head.sm_clock_mhz):
-        gpu = {"cuda": " (no NVML telemetry)", "rocm": " (no amdsmi telemetry)"}
-        why = "not measured" + gpu.get(kind, "")
-        return step(StepId.CLOCK, None, why)
-    max_mhz = None if pd.isna(head.sm_clock_max_mhz) else head.sm_clock_max_mhz
-    assumed = assumed_clock_mhz(head.dtype, peak_clock_mhz, max_mhz)
-    if not assumed:
-        return step(
-            StepId.CLOCK, None, "the clock the datasheet peak assumes is not set (peak_clock_mhz)"
-        )
-    ratio = head.sm_clock_mhz / assumed
-    note = (
-        f"{head.sm_clock_mhz:.0f} MHz in the timed window against the {assumed:.0f} MHz "
-        f"the datasheet peak assumes ({ratio:.1%})"
-    )
-    if ratio > 1:  # boosting past it raises no ceiling: the dense peak is the definition
-        note += "; above it, so the dense peak stays the ceiling"
-    note += f"; {clock_cause(head)}"
-    return step(StepId.CLOCK, head.peak_tflops * min(ratio, 1.0), note)
-
-
-@dataclass(frozen=True)
-class Threading:
-    """The same BLAS call on one thread and on every core, interleaved in one run (the knobs'
-    THREADS_KNOB): how far the library's threading falls short of scaling by the cores."""
-
-    gain: float  # every core's rate over one thread's
-    threads: int  # every core: the threads the run used
-    shape: tuple[int, int, int]  # M, N, K
-    one_thread_tflops: float | None = None  # the baseline side's rate
-
-    @property
-    def efficiency(self) -> float:
-        """The gain over perfect scaling, at most 1 (a gain above the thread count is the
-        cache's: more of it in use, not threading)."""
-        return min(1.0, self.gain / self.threads)
-
-
-def threads_step(threading: Threading | None, steps: list[Step]) -> Step:
-    """A CPU's threading loss: the step above scaled by the measured threading efficiency."""
-    if threading is None:
-        return step(
-            StepId.THREADS,
-            None,
-            "not measured: the knobs measure one thread against every core "
-            "(`uv run dvc exp run -S knobs=lab`)",
-        )
-    ref = above(steps)
-    if ref is None:
-        return step(StepId.THREADS, None, "no step above to scale")
-    shape = "x".join(map(str, threading.shape))
-    note = (
-        f"one thread -> {threading.threads} threads measured {threading.gain:.3g}x at {shape}: "
-        f"{threading.efficiency:.1%} of perfect scaling"
-    )
-    return step(StepId.THREADS, ref.tflops * threading.efficiency, note)
-
-
-def one_core_step(threading: Threading | None, fma: Fma | None, steps: list[Step]) -> Step:
-    """A CPU's kernel on one thread against one core's share of the measured FMA ceiling:
-    the loss inside the kernel itself (its blocking, packing and loads), threading apart."""
-    if threading is None or threading.one_thread_tflops is None:
-        return step(StepId.ONE_CORE, None, "not measured: the threads knob measures it")
-    if not fma or fma.gflops is None:
-        return step(StepId.ONE_CORE, None, "no FMA ceiling to hold one core's kernel to")
-    ref = above(steps)
-    if ref is None:
-        return step(StepId.ONE_CORE, None, "no step above to scale")
-    per_core = fma.gflops / 1e3 / threading.threads
-    efficiency = min(1.0, threading.one_thread_tflops / per_core)
-    shape = "x".join(map(str, threading.shape))
-    note = (
-        f"one thread reached {threading.one_thread_tflops:.4g} TFLOP/s at {shape}, "
-        f"{efficiency:.1%} of one core's FMA ceiling ({per_core:.4g})"
-    )
-    return step(StepId.ONE_CORE, ref.tflops * efficiency, note)
-
-
-def is_itself(head: Any, ceiling: Ceiling) -> bool:
-    """Whether the measured ceiling is the headline point itself (nothing else measured)."""
-    return ceiling.series == "lab" and ceiling.shape == (head.m, head.n, head.k)
-
-
-def ceiling_step(head: Any, ceiling: Ceiling, steps: list[Step]) -> Step:
-    if is_itself(head, ceiling):
-        return step(
-            StepId.CEILING,
-            None,
-            f"not measured apart from this kernel: it is the only {head.dtype} shape measured; "
-            "a sweep searches shapes for a higher one (`uv run dvc exp run -S sweep=full`)",
-        )
-    shape = "x".join(map(str, ceiling.shape))
-    note = f"best {head.dtype} shape measured, {shape} ({ceiling.series}): "
-    return step(StepId.CEILING, ceiling.tflops, note + share(ceiling.tflops, steps))
-
-
-def tile_source(tile: tuple[int, int] | None) -> str:
-    """Where a quantisation's tile came from, as the page says it."""
-    return "the tile of the kernel that ran" if tile else "assumed"
-
-
-def quantisation_step(
-    head: Any, ceiling: Ceiling, kind: str, sm_count: int | None, steps: list[Step]
-) -> Step:
-    if kind != "cuda" or not sm_count:
-        return step(StepId.QUANTISATION, None, "not modelled without an SM count")
-    tile = ran_tile(head)
-    q = wave_quantisation(head.m, head.n, sm_count, tile or TILE)
-    ref = above(steps)
-    if ref is None:
-        return step(StepId.QUANTISATION, None, "no step above to scale")
-    note = (
-        f"{q.tiles} tiles of {q.tile[0]}x{q.tile[1]} ({tile_source(tile)}) on {sm_count} SMs: "
-        f"{q.waves} waves, {q.efficiency:.1%} of slots useful"
-    )
-    if ref.id is StepId.CEILING:
-        # The ceiling's own shape is quantised too: scale by the headline's efficiency over its,
-        # at the tile of the kernel that ran there (else the headline's).
-        best_tile = ran_tile(ceiling) or q.tile
-        q_best = wave_quantisation(ceiling.shape[0], ceiling.shape[1], sm_count, best_tile)
-        its = f", its kernel's tile {best_tile[0]}x{best_tile[1]}" if best_tile != q.tile else ""
-        note += f" (the ceiling's shape: {q_best.efficiency:.1%}{its})"
-        return step(StepId.QUANTISATION, ref.tflops * q.efficiency / q_best.efficiency, note)
-    return step(StepId.QUANTISATION, ref.tflops * q.efficiency, note)
-
-
-def breakdown(
-    head: Any,
-    ceiling: Ceiling,
-    kind: str,
-    sm_count: int | None,
-    fma: Fma | None = None,
-    peak_clock_mhz: float | None = None,
-    threading: Threading | None = None,
-) -> list[Step]:
-    """From the dense peak down to the achieved figure, step by step; a step that was not
-    measured says so and carries no number, and each number is a fraction of the last step
-    above it that has one. `fma` is a CPU's measured FMA ceiling (roofline.device.peakflops),
-    `threading` its measured threading; `peak_clock_mhz` the SM clock a GPU's datasheet peak
-    assumes."""
-    steps = [step(StepId.PEAK, head.peak_tflops, head.peak_source)]
-    steps.append(clock_step(head, kind, fma, steps, peak_clock_mhz))
-    if kind == "cpu":
-        steps.append(threads_step(threading, steps))
-        steps.append(one_core_step(threading, fma, steps))
-    steps.append(ceiling_step(head, ceiling, steps))
-    if kind != "cpu":  # a GPU's tiles and waves; a CPU's blocking is not modelled
-        steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))
-    what_remains = f"what remains: achieved is {share(head.achieved_tflops, steps)}"
-    steps.append(step(StepId.ACHIEVED, head.achieved_tflops, what_remains))
-    return steps
 
 
 # A cache level whose read is no more than this over DRAM's is not told apart from DRAM: its

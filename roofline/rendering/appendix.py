@@ -6,12 +6,8 @@ from typing import Any
 
 import pandas as pd
 
-from roofline.interpretation.ceilings import (
-    SUSTAINED,
-    Step,
-    headline,
-    predictions,
-)
+from roofline.interpretation.breakdown import Step
+from roofline.interpretation.ceilings import SUSTAINED, headline, predictions
 from roofline.interpretation.gaps import (
     bound_checks,
     device_breakdown,

@@ -9,10 +9,8 @@ import pandas as pd
 
 from roofline.configuration.params import RENTED_KINDS
 from roofline.core.dtypes import LAB_DTYPE
-from roofline.interpretation.ceilings import (
-    StepId,
-    lab_headline,
-)
+from roofline.interpretation.breakdown import StepId
+from roofline.interpretation.ceilings import lab_headline
 from roofline.interpretation.gaps import above_peak, gap_cause, noisy, same_point
 from roofline.interpretation.interpret import (
     PUBLISHED_CAUSES,
@@ -149,7 +147,7 @@ def definition_of_done(
     return [f"- [{'x' if ok else ' '}] {text}." for ok, text in items]
 
 
-# A breakdown's steps (roofline.interpretation.ceilings.breakdown), as a loss, and as what a step
+# A breakdown's steps (roofline.interpretation.breakdown), as a loss, and as what a step
 # leaves.
 LOSS = {
     StepId.CLOCK: "the SM clock under load",

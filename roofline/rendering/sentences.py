@@ -8,10 +8,8 @@ from typing import Any
 import pandas as pd
 
 from roofline.device.backends import label
-from roofline.interpretation.ceilings import (
-    SUSTAINED,
-    clock_cause,
-)
+from roofline.interpretation.breakdown import clock_cause
+from roofline.interpretation.ceilings import SUSTAINED
 from roofline.interpretation.gaps import noisy, run_of
 from roofline.interpretation.interpret import (
     published_figure,
