@@ -3,8 +3,9 @@ its conf -> results.csv, knobs.csv, manifest.json, metrics.json. Every record is
 checked before anything is written, so the deliverables are all new or all old."""
 
 from roofline.configuration.params import read_params
+from roofline.core.deliverables import outputs
 from roofline.core.files import json_text, write_texts_atomic
-from roofline.core.paths import EXPERIMENT, RECORDS
+from roofline.core.paths import RECORDS
 from roofline.core.schema import knob_from_dict, measurement_from_dict
 from roofline.interpretation.aggregate import aggregate, load_record
 from roofline.interpretation.lab_schema import load_lab_params
@@ -36,12 +37,15 @@ def main() -> None:
         older,
     )
     write_texts_atomic(
-        {
-            EXPERIMENT / "results.csv": out.table.to_csv(index=False),
-            EXPERIMENT / "knobs.csv": out.knobs.to_csv(index=False),
-            EXPERIMENT / "manifest.json": json_text(out.manifest),
-            EXPERIMENT / "metrics.json": json_text(out.metrics),
-        }
+        outputs(
+            "aggregate",
+            {
+                "results.csv": out.table.to_csv(index=False),
+                "knobs.csv": out.knobs.to_csv(index=False),
+                "manifest.json": json_text(out.manifest),
+                "metrics.json": json_text(out.metrics),
+            },
+        )
     )
 
 

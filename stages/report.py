@@ -4,6 +4,7 @@ REPORT-appendix.md (each device's whole story, every point against the roofline'
 from datetime import datetime
 
 from roofline.core import spent
+from roofline.core.deliverables import outputs
 from roofline.core.files import write_texts_atomic
 from roofline.core.paths import EXPERIMENT
 from roofline.interpretation.manifest import load_manifest
@@ -18,12 +19,15 @@ def main() -> None:
     rows = load_table(EXPERIMENT / "results.csv", devices=manifest.devices)
     knobs = load_knobs(EXPERIMENT / "knobs.csv", manifest.devices)
     write_texts_atomic(
-        {
-            EXPERIMENT / "REPORT.md": render(
-                rows, manifest, knobs, plotted=(EXPERIMENT / "roofline.png").exists()
-            ),
-            EXPERIMENT / "REPORT-appendix.md": appendix(rows, manifest, knobs),
-        }
+        outputs(
+            "report",
+            {
+                "REPORT.md": render(
+                    rows, manifest, knobs, plotted=(EXPERIMENT / "roofline.png").exists()
+                ),
+                "REPORT-appendix.md": appendix(rows, manifest, knobs),
+            },
+        )
     )
     # The last stage: where this run's time went (its measurements' split from their records).
     measured = {

@@ -17,6 +17,7 @@ from typing import Required, TypedDict, Unpack
 import yaml
 
 from roofline.configuration.params import PROBE_KEYS, RENTED_KINDS, DeviceParams
+from roofline.core.deliverables import written_by
 from roofline.core.paths import EXPERIMENT, RECORDS, device_dir, fingerprint_path
 from roofline.machines.code import code_deps
 from roofline.machines.keys import fingerprint_params
@@ -229,13 +230,14 @@ def task_file(name: str, dev: DeviceParams) -> SkyTask:
 def lab_pipeline(names: list[str], root: Path) -> DvcPipeline:
     """aggregate -> plot -> report over every device's recorded results."""
     recorded = [output(name) for name in names for output in RECORDS.values()]
-    table, manifest = EXPERIMENT / "results.csv", EXPERIMENT / "manifest.json"
+    tables = written_by("aggregate", "out")  # what the plot and the report read
 
     def untracked(*paths: Path) -> Outs:
         # In git, not DVC's cache; kept on disk while the stage runs, so a failed render
         # leaves the previous deliverables whole.
         return [{str(path): {"cache": False, "persist": True}} for path in paths]
 
+    plots = written_by("plot", "plot")
     return {
         "stages": {
             "aggregate": stage(
@@ -251,44 +253,36 @@ def lab_pipeline(names: list[str], root: Path) -> DvcPipeline:
                     "devices",
                     "lab_devices",
                 ],  # peaks, prices, the DoD
-                outs=untracked(table, manifest, EXPERIMENT / "knobs.csv"),
-                metrics=untracked(EXPERIMENT / "metrics.json"),
+                outs=untracked(*tables),
+                metrics=untracked(*written_by("aggregate", "metrics")),
             ),
-            "plot": stage(
-                "stages.plot",
-                root,
-                deps=[table, manifest, EXPERIMENT / "knobs.csv"],
-                outs=untracked(
-                    EXPERIMENT / "roofline.png",
-                    EXPERIMENT / "roofline-sweeps.png",
-                    EXPERIMENT / "roofline.json",
-                    EXPERIMENT / "knobs.png",
-                ),
-            ),
+            "plot": stage("stages.plot", root, deps=tables, outs=untracked(*written_by("plot"))),
             "report": stage(
                 "stages.report",
                 root,
                 # The plot too: the page shows it, and its Definition of Done says it is drawn.
-                deps=[table, manifest, EXPERIMENT / "knobs.csv", EXPERIMENT / "roofline.png"],
-                outs=untracked(EXPERIMENT / "REPORT.md", EXPERIMENT / "REPORT-appendix.md"),
+                deps=[*tables, EXPERIMENT / "roofline.png"],
+                outs=untracked(*written_by("report")),
             ),
         },
-        # `dvc plots show` / `dvc plots diff`: the roofline, interactive (template in
-        # .dvc/plots/roofline.json: roofs, and every point with its shape, TFLOP/s and MFU).
+        # `dvc plots show` / `dvc plots diff`: the roofline interactive (template in
+        # .dvc/plots/roofline.json: roofs, and every point with its shape, TFLOP/s and MFU), the
+        # figures as they are.
         "plots": [
-            {
-                str(EXPERIMENT / "roofline.json"): {
-                    "template": "roofline",
-                    "x": "arithmetic_intensity",
-                    "y": "tflops",
-                    "title": "Dense matmul roofline",
-                }
-            },
-            str(EXPERIMENT / "roofline.png"),
-            str(EXPERIMENT / "roofline-sweeps.png"),
-            str(EXPERIMENT / "knobs.png"),
+            {str(path): PLOT_TEMPLATES[path.name]} if path.name in PLOT_TEMPLATES else str(path)
+            for path in plots
         ],
     }
+
+
+PLOT_TEMPLATES = {
+    "roofline.json": {
+        "template": "roofline",
+        "x": "arithmetic_intensity",
+        "y": "tflops",
+        "title": "Dense matmul roofline",
+    }
+}
 
 
 class Dumper(yaml.SafeDumper):
