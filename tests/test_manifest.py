@@ -15,6 +15,7 @@ from roofline.core.schema import (
     SCHEMA_VERSION,
     KnobMeasurement,
     TimingMode,
+    WindowTelemetry,
     measurement,
     measurement_from_dict,
 )
@@ -381,13 +382,13 @@ def test_the_timing_mode_is_set_where_measured_and_written_with_the_row():
 
 
 def test_a_row_from_before_clock_reasons_and_power_limits_loads_without_them():
-    tele = {
-        "sm_clock_mhz": 1755.0,
-        "sm_clock_max_mhz": 1980.0,
-        "power_w": 690.0,
-        "temperature_max_c": 61,
-        "throttle_reasons": ["sw_power_cap"],
-    }
+    tele = WindowTelemetry(
+        sm_clock_mhz=1755.0,
+        sm_clock_max_mhz=1980.0,
+        power_w=690.0,
+        temperature_max_c=61,
+        throttle_reasons="sw_power_cap",
+    )
     older = dataclasses.asdict(measurement("h100", "float16", [64] * 3, [1e-5], 0.0, tele))
     for field in ("clock_reason", "clock_reason_share", "clock_reason_shares", "power_limit_w"):
         older.pop(field)

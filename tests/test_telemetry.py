@@ -6,7 +6,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from roofline.device.telemetry import CLOCK_EVENT_REASONS, Sampler, reason_names, summarize
+from roofline.core.schema import WindowTelemetry
+from roofline.device.telemetry import (
+    CLOCK_EVENT_REASONS,
+    Sampler,
+    reason_names,
+    reason_shares,
+    summarize,
+)
 from tests.conftest import measured_row
 
 
@@ -37,28 +44,27 @@ RECORDED = [  # an H100 settling under a power cap; the first sample still idle
 
 def test_summary_of_a_recorded_window():
     summary = summarize(window(RECORDED), max_sm_mhz=1980)
-    assert summary["samples"] == 3 and summary["window_s"] == 1.0
-    assert summary["sm_clock_mhz"] == pytest.approx(1815.0)
-    assert summary["sm_clock_max_mhz"] == 1980
-    assert summary["power_w"] == pytest.approx(613.3333, abs=1e-3)  # no energy: mean reading
-    assert summary["temperature_max_c"] == 63
-    assert summary["throttle_reasons"] == ["sw_power_cap", "sw_thermal_slowdown"]  # not idle
-    assert summarize(window([]), 1980) == {} and summarize(None, 1980) == {}
+    assert summary.sm_clock_mhz == pytest.approx(1815.0)
+    assert summary.sm_clock_max_mhz == 1980
+    assert summary.power_w == pytest.approx(613.3333, abs=1e-3)  # no energy: mean reading
+    assert summary.temperature_max_c == 63
+    assert summary.throttle_reasons == "sw_power_cap+sw_thermal_slowdown"  # not idle
+    assert summarize(window([]), 1980) == WindowTelemetry() == summarize(None, 1980)
 
 
 def test_power_comes_from_the_energy_counter_where_it_was_read():
     # 1300 J over a 2 s window: 650 W, whatever the one-second average readings said.
     summary = summarize(window(RECORDED, energy_j=1300.0, window_s=2.0), 1980)
-    assert summary["power_w"] == 650.0 and summary["energy_j"] == 1300.0
+    assert summary.power_w == 650.0 and summary.energy_j == 1300.0
 
 
 def test_a_window_shorter_than_the_counters_steps_takes_the_power_readings():
     # The counter moves every 20-100 ms: over 0.2 s it may have moved once, or not at all.
     summary = summarize(window(RECORDED, energy_j=70.0, window_s=0.2), 1980)
-    assert summary["power_w"] == pytest.approx(613.3333, abs=1e-3) and summary["energy_j"] is None
-    assert summary["power_source"] == "mean of the power readings (window under 1 s)"
+    assert summary.power_w == pytest.approx(613.3333, abs=1e-3) and summary.energy_j is None
+    assert summary.power_source == "mean of the power readings (window under 1 s)"
     unread = summarize(window(RECORDED, window_s=2.0), 1980)
-    assert unread["power_source"] == "mean of the power readings (no energy counter)"
+    assert unread.power_source == "mean of the power readings (no energy counter)"
 
 
 def test_reason_bits_decode_without_idleness():
@@ -98,22 +104,22 @@ def test_a_failing_field_leaves_the_others_and_is_reported():
     assert len(watch.samples) == count  # the thread has stopped
     summary = summarize(watch, None)
     # Over a window this short the counter is not trusted, and every power reading failed.
-    assert summary["power_w"] is None and summary["power_source"] == ""
-    assert summary["errors"] == ["power_w: RuntimeError: NVML_ERROR_NOT_SUPPORTED"]
+    assert summary.power_w is None and summary.power_source == ""
+    assert summary.telemetry_errors == "power_w: RuntimeError: NVML_ERROR_NOT_SUPPORTED"
 
 
 def test_each_reasons_share_of_the_samples_and_the_one_that_held_the_clock():
     # RECORDED: idle in 1 of 3 samples, the power cap in 2, the software thermal limit in 1.
     summary = summarize(window(RECORDED, energy_j=1300.0, window_s=2.0), 1980, 700.0)
-    shares = summary["reason_shares"]
+    shares = reason_shares([int(s["reasons"]) for s in RECORDED])
     assert shares["gpu_idle"] == pytest.approx(1 / 3)
     assert shares["sw_power_cap"] == pytest.approx(2 / 3)
     assert shares["sw_thermal_slowdown"] == pytest.approx(1 / 3)
     assert shares["hw_thermal_slowdown"] == 0.0 and set(shares) == set(CLOCK_EVENT_REASONS.values())
-    assert summary["clock_reason"] == "sw_power_cap"  # idleness never holds the clock
-    assert summary["clock_reason_share"] == pytest.approx(2 / 3)
-    assert summary["power_limit_w"] == 700.0
-    assert summary["power_of_limit"] == pytest.approx(650.0 / 700.0)  # 1300 J / 2 s
+    assert summary.clock_reason == "sw_power_cap"  # idleness never holds the clock
+    assert summary.clock_reason_share == pytest.approx(2 / 3)
+    assert summary.power_limit_w == 700.0
+    assert summary.power_w / summary.power_limit_w == pytest.approx(650.0 / 700.0)  # 1300 J / 2 s
     row = measured_row("h100", "float16", [1024] * 3, [0.002] * 4, 989.4, "datasheet", 0.0, summary)
     assert row.clock_reason == "sw_power_cap" and row.clock_reason_share == pytest.approx(2 / 3)
     assert row.clock_reason_shares == "gpu_idle=0.333+sw_power_cap=0.667+sw_thermal_slowdown=0.333"
@@ -123,15 +129,15 @@ def test_each_reasons_share_of_the_samples_and_the_one_that_held_the_clock():
 def test_reasons_not_read_are_told_apart_from_none_set():
     idle = [dict(s, reasons=0x1) for s in RECORDED]
     summary = summarize(window(idle), 1980)
-    assert summary["clock_reason"] == "none" and summary["clock_reason_share"] is None
-    assert summary["reason_shares"]["gpu_idle"] == 1.0
-    assert summary["power_limit_w"] is None and summary["power_of_limit"] is None
+    assert summary.clock_reason == "none" and summary.clock_reason_share is None
+    assert summary.clock_reason_shares == "gpu_idle=1"
+    assert summary.power_limit_w is None
     # One sample's reasons refused: the shares are of the samples that were read.
     partly = [dict(RECORDED[0], reasons=None), *RECORDED[1:]]
-    assert summarize(window(partly), 1980)["reason_shares"]["sw_power_cap"] == 1.0
+    assert "sw_power_cap=1+" in summarize(window(partly), 1980).clock_reason_shares
     unread = summarize(window([dict(s, reasons=None) for s in RECORDED]), 1980)
-    assert unread["clock_reason"] == "" and unread["reason_shares"] == {}
-    assert unread["throttle_reasons"] == []
+    assert unread.clock_reason == "" and unread.clock_reason_shares == ""
+    assert unread.throttle_reasons == ""
     assert (
         measured_row(
             "h100", "float16", [1024] * 3, [0.002], 989.4, "datasheet", 0.0, unread

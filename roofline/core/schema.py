@@ -56,9 +56,35 @@ def timing_mode_of(timing: str) -> TimingMode | None:
     return TimingMode.EVENTS if " events" in timing else None
 
 
+@dataclass(kw_only=True)
+class WindowTelemetry:
+    """A GPU's telemetry over a timed window (NVML's or amdsmi's), as a row records it: what
+    roofline.device.telemetry.summarize makes of the sampler's readings. A Measurement is one,
+    so each field reaches results.json, results.csv and the appendix as it is. Every field its
+    default on a CPU, or where no window was sampled."""
+
+    sm_clock_mhz: float | None = None  # the window's mean
+    sm_clock_max_mhz: float | None = None  # NVML's maximum, as the probe recorded it
+    power_w: float | None = None
+    energy_j: float | None = None  # the driver's energy counter over the timed window
+    power_source: str = ""  # the energy counter, or the mean reading where it is unsupported
+    temperature_max_c: float | None = None
+    throttle_reasons: str = ""  # clock-event reasons seen, idleness left out
+    # The clock-event reason but idleness set in the most samples, and its share of them:
+    # "none" where reasons were read and none was set, "" where they were not (a CPU, NVML
+    # refusing, or a record from before schema 4, which has throttle_reasons only).
+    clock_reason: str = ""
+    clock_reason_share: float | None = None
+    clock_reason_shares: str = ""  # every reason set, e.g. "sw_power_cap=0.9+gpu_idle=0.05"
+    power_limit_w: float | None = None  # the enforced power limit (NVML), as the probe read it
+    other_processes: str = ""  # other processes computing on the GPU during the window
+    telemetry_errors: str = ""  # NVML reads that failed
+
+
 @dataclass
-class Measurement:
-    """One point as measured (a row of results.json / sweep.json)."""
+class Measurement(WindowTelemetry):
+    """One point as measured (a row of results.json / sweep.json): its telemetry fields are
+    WindowTelemetry's (keyword-only, after these)."""
 
     device: str
     dtype: str
@@ -82,23 +108,6 @@ class Measurement:
     # (roofline.device.kinds, Kind.kernel): cuBLAS's from torch's profiler, a CPU's from MKL's
     # or oneDNN's verbose output or numpy's BLAS; "" where it was not learnt (the log says why).
     kernel: str = ""
-    # GPU telemetry over the timed window (NVML); empty on CPUs.
-    sm_clock_mhz: float | None = None
-    sm_clock_max_mhz: float | None = None
-    power_w: float | None = None
-    energy_j: float | None = None  # the driver's energy counter over the timed window
-    power_source: str = ""  # the energy counter, or the mean reading where it is unsupported
-    temperature_max_c: float | None = None
-    throttle_reasons: str = ""  # clock-event reasons seen, idleness left out
-    # The clock-event reason but idleness set in the most samples, and its share of them:
-    # "none" where reasons were read and none was set, "" where they were not (a CPU, NVML
-    # refusing, or a record from before schema 4, which has throttle_reasons only).
-    clock_reason: str = ""
-    clock_reason_share: float | None = None
-    clock_reason_shares: str = ""  # every reason set, e.g. "sw_power_cap=0.9+gpu_idle=0.05"
-    power_limit_w: float | None = None  # the enforced power limit (NVML), as the probe read it
-    other_processes: str = ""  # other processes computing on the GPU during the window
-    telemetry_errors: str = ""  # NVML reads that failed
     # The timed window (roofline.device.timing.TimedWindow), on every device: its length, whether
     # the call cap cut it, and how much of the host it had; None where the OS does not report it.
     window_s: float | None = None  # wall seconds of the timed calls, host clock
@@ -175,14 +184,14 @@ def measurement(
     shape: list[int],
     samples: list[float],
     check_error: float,
-    telemetry: dict[str, Any] | None = None,
+    telemetry: WindowTelemetry | None = None,
     backend: str = "torch",
     timing: str = "",
     timed: Any = None,
     timing_mode: TimingMode | None = None,
     kernel: str = "",
 ) -> Measurement:
-    """A measured point; `telemetry` is a summary from roofline.device.telemetry.summarize (GPUs),
+    """A measured point; `telemetry` its window's, from roofline.device.telemetry.summarize (GPUs),
     `timed` the roofline.device.timing.TimedWindow its samples were timed in; `timing_mode` the mode
     of the timer that timed it (by default, the one `timing` describes); `kernel` the kernel
     that ran, as its library names it."""
@@ -200,22 +209,8 @@ def measurement(
         timing=timing,
         timing_mode=timing_mode,
         kernel=kernel,
+        **dataclasses.asdict(telemetry or WindowTelemetry()),
     )
-    if telemetry:
-        point.sm_clock_mhz = telemetry["sm_clock_mhz"]
-        point.sm_clock_max_mhz = telemetry["sm_clock_max_mhz"]
-        point.power_w = telemetry["power_w"]
-        point.energy_j = telemetry.get("energy_j")
-        point.power_source = telemetry.get("power_source", "")
-        point.temperature_max_c = telemetry["temperature_max_c"]
-        point.throttle_reasons = "+".join(telemetry["throttle_reasons"])
-        point.clock_reason = telemetry.get("clock_reason", "")
-        point.clock_reason_share = telemetry.get("clock_reason_share")
-        shares = telemetry.get("reason_shares") or {}
-        point.clock_reason_shares = "+".join(f"{n}={v:.3g}" for n, v in shares.items() if v > 0)
-        point.power_limit_w = telemetry.get("power_limit_w")
-        point.other_processes = "; ".join(telemetry.get("other_processes", []))
-        point.telemetry_errors = "; ".join(telemetry.get("errors", []))
     if timed is not None:
         point.window_s, point.window_cut = timed.seconds, timed.cut
         point.cpu_share, point.cpu_idle = timed.cpu_share, timed.idle

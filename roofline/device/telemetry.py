@@ -9,8 +9,9 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal
 
+from roofline.core.schema import WindowTelemetry
 from roofline.device.description import NvmlLimits
 
 # NVML clock-event reason bits, as nvml.h defines them. "gpu_idle" is left out of what a row
@@ -301,41 +302,17 @@ def mean(values: list) -> float | None:
 ENERGY_MIN_WINDOW_S = 1.0
 
 
-class WindowSummary(TypedDict, total=False):
-    """A timed window's telemetry in a row's fields (summarize): every field, or none where no
-    window was sampled (a CPU's, or no NVML)."""
-
-    samples: int
-    window_s: float
-    sm_clock_mhz: float | None  # the window's mean
-    sm_clock_max_mhz: float | None  # NVML's maximum, as the probe recorded it
-    mem_clock_mhz: float | None
-    power_w: float | None
-    energy_j: float | None
-    power_source: str  # how power_w was found; "" where it was not
-    temperature_max_c: float | None
-    throttle_reasons: list[str]  # clock-event reasons but idleness (reason_names)
-    # Each reason's share of the samples whose reasons were read, idleness included ({}: none
-    # read); the one but idleness set in the most ("none": none was; "": not read) and its share.
-    reason_shares: dict[str, float]
-    clock_reason: str
-    clock_reason_share: float | None
-    power_limit_w: float | None  # the enforced power limit, as the probe recorded it
-    power_of_limit: float | None  # power_w / power_limit_w
-    other_processes: list[str]  # other processes computing on the GPU
-    errors: list[str]  # what failed to read, once each
-
-
 def summarize(
     window: Any, max_sm_mhz: float | None, power_limit_w: float | None = None
-) -> WindowSummary:
-    """The timed window in a row's fields: mean clocks, power from the energy counter where it
-    was read (the driver's power reading is a one-second average on Hopper, wrong for a window
-    that starts idle) else the mean reading, and against the enforced `power_limit_w`; the
-    hottest temperature, every clock-event reason but idleness, each reason's share of the
-    samples and the one that held the clock most; the other processes and what failed."""
+) -> WindowTelemetry:
+    """The timed window as its row records it: mean clocks, power from the energy counter where
+    it was read (the driver's power reading is a one-second average on Hopper, wrong for a window
+    that starts idle) else the mean reading, and the enforced `power_limit_w`; the hottest
+    temperature, every clock-event reason but idleness, each reason's share of the samples and
+    the one that held the clock most; the other processes and what failed. Every field its
+    default where no window was sampled."""
     if window is None or not window.samples:
-        return {}
+        return WindowTelemetry()
     samples = window.samples
     masks = [int(s["reasons"]) for s in samples if s.get("reasons") is not None]
     mask = 0
@@ -352,22 +329,23 @@ def summarize(
     if power is not None and not counted:
         why = "no energy counter" if energy is None else f"window under {ENERGY_MIN_WINDOW_S:g} s"
         power_source = f"mean of the power readings ({why})"
-    return {
-        "samples": len(samples),
-        "window_s": span,
-        "sm_clock_mhz": mean([s.get("sm_mhz") for s in samples]),
-        "sm_clock_max_mhz": max_sm_mhz,
-        "mem_clock_mhz": mean([s.get("mem_mhz") for s in samples]),
-        "power_w": power,
-        "energy_j": energy if counted else None,  # a shorter window's count is a step or none
-        "power_source": power_source,
-        "temperature_max_c": max(temps) if temps else None,
-        "throttle_reasons": reason_names(mask),
-        "reason_shares": shares,
-        "clock_reason": clock_reason,
-        "clock_reason_share": clock_reason_share,
-        "power_limit_w": power_limit_w,
-        "power_of_limit": power / power_limit_w if power is not None and power_limit_w else None,
-        "other_processes": list(getattr(window, "processes", [])),
-        "errors": sorted(getattr(window, "errors", [])),
-    }
+    return WindowTelemetry(
+        sm_clock_mhz=mean([s.get("sm_mhz") for s in samples]),
+        sm_clock_max_mhz=max_sm_mhz,
+        power_w=power,
+        energy_j=energy if counted else None,  # a shorter window's count is a step or none
+        power_source=power_source,
+        temperature_max_c=max(temps) if temps else None,
+        throttle_reasons="+".join(reason_names(mask)),
+        clock_reason=clock_reason,
+        clock_reason_share=clock_reason_share,
+        clock_reason_shares=shares_text(shares),
+        power_limit_w=power_limit_w,
+        other_processes="; ".join(getattr(window, "processes", [])),
+        telemetry_errors="; ".join(sorted(getattr(window, "errors", []))),
+    )
+
+
+def shares_text(shares: dict[str, float]) -> str:
+    """Each reason set in some samples, with its share: "sw_power_cap=0.9+gpu_idle=0.05"."""
+    return "+".join(f"{name}={share:.3g}" for name, share in shares.items() if share > 0)

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from roofline.core import arithmetic as ar
-from roofline.core.schema import KnobMeasurement, Measurement
+from roofline.core.schema import KnobMeasurement, Measurement, WindowTelemetry
 from roofline.interpretation.noise import noise
 from roofline.interpretation.roofs import joules_per_tflop, mfu
 
@@ -35,9 +35,19 @@ class Row(Measurement):
     noisy: str = ""  # non-empty: its timed window was noisy, and the figures that say so
 
 
-# Every sample and the timing's mode stay in the records: the table's line says its timing in words.
+MEASUREMENT_FIELDS = {f.name for f in dataclasses.fields(Measurement)}
+# Every sample and the timing's mode stay in the records: the table's line says its timing in
+# words. The point first, then its window's telemetry (the base class's fields, which
+# dataclasses list first), then its figures.
+TELEMETRY_COLUMNS = [f.name for f in dataclasses.fields(WindowTelemetry)]
 CSV_COLUMNS = [
-    f.name for f in dataclasses.fields(Row) if f.name not in ("samples_s", "timing_mode")
+    *(
+        f.name
+        for f in dataclasses.fields(Measurement)
+        if f.name not in ("samples_s", "timing_mode", *TELEMETRY_COLUMNS)
+    ),
+    *TELEMETRY_COLUMNS,
+    *(f.name for f in dataclasses.fields(Row) if f.name not in MEASUREMENT_FIELDS),
 ]
 
 

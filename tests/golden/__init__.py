@@ -18,7 +18,13 @@ import dataclasses
 import json
 from pathlib import Path
 
-from roofline.core.schema import knob_from_dict, measurement, measurement_from_dict
+from roofline.core.schema import (
+    WindowTelemetry,
+    knob_from_dict,
+    measurement,
+    measurement_from_dict,
+)
+from roofline.device.telemetry import shares_text
 from roofline.interpretation.aggregate import aggregate
 from roofline.interpretation.lab_schema import load_lab_params
 from roofline.machines.records import knobs_record, pending_record, sweep_record
@@ -120,22 +126,20 @@ def gpu_record(name: str) -> dict:
     def row(dtype: str, tflops: float, mhz: float, share: float | None, series: str) -> dict:
         seconds = 2 * N**3 / (tflops * 1e12)
         samples = [seconds * f for f in (0.99, 1.0, 1.0, 1.01, 1.02)]
-        telemetry = {
-            "sm_clock_mhz": mhz,
-            "sm_clock_max_mhz": max_mhz,
-            "power_w": watts,
-            "energy_j": watts * sum(samples),
-            "power_source": "energy counter",
-            "temperature_max_c": 64,
-            "throttle_reasons": [limits] if limits else [],
-            "power_limit_w": limit,
-        }
+        telemetry = WindowTelemetry(
+            sm_clock_mhz=mhz,
+            sm_clock_max_mhz=max_mhz,
+            power_w=watts,
+            energy_j=watts * sum(samples),
+            power_source="energy counter",
+            temperature_max_c=64,
+            throttle_reasons=limits,
+            power_limit_w=limit,
+        )
         if share is not None:  # the reasons' shares, where the played board records them
-            telemetry |= {
-                "clock_reason": limits or "none",
-                "clock_reason_share": share if limits else None,
-                "reason_shares": {limits: share} if limits else {},
-            }
+            telemetry.clock_reason = limits or "none"
+            telemetry.clock_reason_share = share if limits else None
+            telemetry.clock_reason_shares = shares_text({limits: share} if limits else {})
         point = measurement(
             name,
             dtype,
