@@ -14,7 +14,7 @@ import torch
 from roofline.core.dtypes import DTYPES, float8_for
 from roofline.device import kinds
 from roofline.device.hardware import gpu_info
-from roofline.device.telemetry import Sampler, open_gpu, summarize
+from roofline.device.telemetry import Sampler, open_gpu, window_telemetry
 from roofline.gpu_suite import device_files, match
 from roofline.lab import bench_matmul
 from roofline.measuring.kernels import GRAPH_BELOW_S, measure_matmul, unsupported_reason
@@ -116,7 +116,7 @@ def test_nvml_sampler_sees_the_gpu_under_load_with_energy(cuda, gpu):
         while time.perf_counter() < end:
             a @ a
         cuda.synchronize()
-    summary = summarize(watch, gpu["max_sm_clock_mhz"])
+    summary = window_telemetry(watch, gpu["max_sm_clock_mhz"])
     assert len(watch.samples) >= 5 and summary.sm_clock_mhz > 0 and summary.power_w > 0
     assert summary.energy_j is None or summary.energy_j > 0
     assert "gpu_idle" not in summary.throttle_reasons

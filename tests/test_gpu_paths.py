@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from roofline.device.telemetry import summarize
+from roofline.device.telemetry import window_telemetry
 from roofline.gpu_suite import device_files, match, table
 from roofline.interpretation.datasheets import judged
 from roofline.interpretation.interpret import lab_checks
@@ -64,7 +64,7 @@ def test_suite_table_shows_every_figure_of_a_gpu_run():
         {"t": 0.0, "sm_mhz": 1700, "mem_mhz": 2619, "power_w": 690.0, "temp_c": 60, "reasons": 4}
     ]
     # 2*8192^3 FLOP in 1.4 ms: 785.4 TFLOP/s; 800 calls in a 1.12 s window of 1240 J.
-    tele = summarize(window(samples, energy_j=1240.0, window_s=1.12), 1980)
+    tele = window_telemetry(window(samples, energy_j=1240.0, window_s=1.12), 1980)
     measured = measured_row(
         "h100", "float16", [N, N, N], [0.0014] * 800, 989.4, "datasheet", 0.0, tele
     )
@@ -87,7 +87,7 @@ def test_gpu_gap_paragraph_cites_clocks_fp8_and_the_lab_checks():
         {"t": 0.0, "sm_mhz": 1620, "mem_mhz": 2619, "power_w": 700.0, "temp_c": 70, "reasons": 0x4},
         {"t": 1.0, "sm_mhz": 1680, "mem_mhz": 2619, "power_w": 700.0, "temp_c": 71, "reasons": 0x4},
     ]
-    tele = summarize(window(samples), 1980)
+    tele = window_telemetry(window(samples), 1980)
     rows = pd.DataFrame(
         [
             dataclasses.asdict(
@@ -334,7 +334,7 @@ def burst_and_sustained(burst_tflops=702.0, sustained_tflops=690.0):
         (burst_tflops, 2.0, RECORDED),
         (sustained_tflops, 60.0, settling),
     ):
-        tele = summarize(window(samples, energy_j=None, window_s=seconds), 1980, 700.0)
+        tele = window_telemetry(window(samples, energy_j=None, window_s=seconds), 1980, 700.0)
         point = fp16_at(tflops, tele)
         rows.append(dataclasses.replace(point, window_s=seconds))
     rows[1] = dataclasses.replace(rows[1], series="sustained")

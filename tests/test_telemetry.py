@@ -12,7 +12,7 @@ from roofline.device.telemetry import (
     Sampler,
     reason_names,
     reason_shares,
-    summarize,
+    window_telemetry,
 )
 from tests.conftest import measured_row
 
@@ -43,27 +43,27 @@ RECORDED = [  # an H100 settling under a power cap; the first sample still idle
 
 
 def test_summary_of_a_recorded_window():
-    summary = summarize(window(RECORDED), max_sm_mhz=1980)
+    summary = window_telemetry(window(RECORDED), max_sm_mhz=1980)
     assert summary.sm_clock_mhz == pytest.approx(1815.0)
     assert summary.sm_clock_max_mhz == 1980
     assert summary.power_w == pytest.approx(613.3333, abs=1e-3)  # no energy: mean reading
     assert summary.temperature_max_c == 63
     assert summary.throttle_reasons == "sw_power_cap+sw_thermal_slowdown"  # not idle
-    assert summarize(window([]), 1980) == WindowTelemetry() == summarize(None, 1980)
+    assert window_telemetry(window([]), 1980) == WindowTelemetry() == window_telemetry(None, 1980)
 
 
 def test_power_comes_from_the_energy_counter_where_it_was_read():
     # 1300 J over a 2 s window: 650 W, whatever the one-second average readings said.
-    summary = summarize(window(RECORDED, energy_j=1300.0, window_s=2.0), 1980)
+    summary = window_telemetry(window(RECORDED, energy_j=1300.0, window_s=2.0), 1980)
     assert summary.power_w == 650.0 and summary.energy_j == 1300.0
 
 
 def test_a_window_shorter_than_the_counters_steps_takes_the_power_readings():
     # The counter moves every 20-100 ms: over 0.2 s it may have moved once, or not at all.
-    summary = summarize(window(RECORDED, energy_j=70.0, window_s=0.2), 1980)
+    summary = window_telemetry(window(RECORDED, energy_j=70.0, window_s=0.2), 1980)
     assert summary.power_w == pytest.approx(613.3333, abs=1e-3) and summary.energy_j is None
     assert summary.power_source == "mean of the power readings (window under 1 s)"
-    unread = summarize(window(RECORDED, window_s=2.0), 1980)
+    unread = window_telemetry(window(RECORDED, window_s=2.0), 1980)
     assert unread.power_source == "mean of the power readings (no energy counter)"
 
 
@@ -74,7 +74,7 @@ def test_reason_bits_decode_without_idleness():
 
 def test_a_row_carries_clocks_energy_processes_and_failures():
     # 2*1024^3 FLOP = 2.147e-3 TFLOP a call; 500 calls in a 1 s window of 612 J: 0.570 J/TFLOP.
-    summary = summarize(
+    summary = window_telemetry(
         window(RECORDED, energy_j=612.0, window_s=1.0, processes=["pid 7 python, 3.0 GiB"]), 1980
     )
     samples = [0.002] * 500
@@ -102,7 +102,7 @@ def test_a_failing_field_leaves_the_others_and_is_reported():
     assert watch.errors == {"power_w: RuntimeError: NVML_ERROR_NOT_SUPPORTED"}
     assert watch.energy_j == 12.5
     assert len(watch.samples) == count  # the thread has stopped
-    summary = summarize(watch, None)
+    summary = window_telemetry(watch, None)
     # Over a window this short the counter is not trusted, and every power reading failed.
     assert summary.power_w is None and summary.power_source == ""
     assert summary.telemetry_errors == "power_w: RuntimeError: NVML_ERROR_NOT_SUPPORTED"
@@ -110,7 +110,7 @@ def test_a_failing_field_leaves_the_others_and_is_reported():
 
 def test_each_reasons_share_of_the_samples_and_the_one_that_held_the_clock():
     # RECORDED: idle in 1 of 3 samples, the power cap in 2, the software thermal limit in 1.
-    summary = summarize(window(RECORDED, energy_j=1300.0, window_s=2.0), 1980, 700.0)
+    summary = window_telemetry(window(RECORDED, energy_j=1300.0, window_s=2.0), 1980, 700.0)
     shares = reason_shares([int(s["reasons"]) for s in RECORDED])
     assert shares["gpu_idle"] == pytest.approx(1 / 3)
     assert shares["sw_power_cap"] == pytest.approx(2 / 3)
@@ -128,14 +128,14 @@ def test_each_reasons_share_of_the_samples_and_the_one_that_held_the_clock():
 
 def test_reasons_not_read_are_told_apart_from_none_set():
     idle = [dict(s, reasons=0x1) for s in RECORDED]
-    summary = summarize(window(idle), 1980)
+    summary = window_telemetry(window(idle), 1980)
     assert summary.clock_reason == "none" and summary.clock_reason_share is None
     assert summary.clock_reason_shares == "gpu_idle=1"
     assert summary.power_limit_w is None
     # One sample's reasons refused: the shares are of the samples that were read.
     partly = [dict(RECORDED[0], reasons=None), *RECORDED[1:]]
-    assert "sw_power_cap=1+" in summarize(window(partly), 1980).clock_reason_shares
-    unread = summarize(window([dict(s, reasons=None) for s in RECORDED]), 1980)
+    assert "sw_power_cap=1+" in window_telemetry(window(partly), 1980).clock_reason_shares
+    unread = window_telemetry(window([dict(s, reasons=None) for s in RECORDED]), 1980)
     assert unread.clock_reason == "" and unread.clock_reason_shares == ""
     assert unread.throttle_reasons == ""
     assert (

@@ -20,7 +20,10 @@ from roofline.core.errors import SchemaError
 
 STATUSES = ("measured", "pending", "skipped", "failed")
 # The version of the records' schema this code writes and reads; a record without one is from
-# before versions (1). A newer record is refused, never read as if it were this one.
+# before versions (1). A newer record is refused, never read as if it were this one. Bump it
+# when a field's meaning changes or a field without a default is added; a field added with a
+# default needs no bump (older records read it as its default, and older code a newer record's
+# as absent: checked_fields).
 # 3: a measured row records its timing mode (`timing_mode`).
 # 4: a GPU row records which clock-event reason held its clock, and in what share of the
 # samples (`clock_reason`, `clock_reason_share`, `clock_reason_shares`), and its power limit
@@ -59,7 +62,7 @@ def timing_mode_of(timing: str) -> TimingMode | None:
 @dataclass(kw_only=True)
 class WindowTelemetry:
     """A GPU's telemetry over a timed window (NVML's or amdsmi's), as a row records it: what
-    roofline.device.telemetry.summarize makes of the sampler's readings. A Measurement is one,
+    roofline.device.telemetry.window_telemetry makes of the sampler's readings. A Measurement is one,
     so each field reaches results.json, results.csv and the appendix as it is. Every field its
     default on a CPU, or where no window was sampled."""
 
@@ -191,7 +194,7 @@ def measurement(
     timing_mode: TimingMode | None = None,
     kernel: str = "",
 ) -> Measurement:
-    """A measured point; `telemetry` its window's, from roofline.device.telemetry.summarize (GPUs),
+    """A measured point; `telemetry` its window's, from roofline.device.telemetry.window_telemetry (GPUs),
     `timed` the roofline.device.timing.TimedWindow its samples were timed in; `timing_mode` the mode
     of the timer that timed it (by default, the one `timing` describes); `kernel` the kernel
     that ran, as its library names it."""
@@ -301,11 +304,12 @@ def checked_fields(cls: type, data: Any, where: str) -> dict[str, Any]:
     required = {
         n for n, f in declared.items() if f.default is f.default_factory is dataclasses.MISSING
     }
-    unknown, missing = set(data) - set(declared), required - set(data)
-    if unknown or missing:
-        raise SchemaError(
-            f"{where}: unknown fields {sorted(unknown)}, missing {sorted(missing)}; {RESTORE}"
-        )
+    missing = required - set(data)
+    if missing:
+        raise SchemaError(f"{where}: missing fields {sorted(missing)}; {RESTORE}")
+    # A field this code does not know was added, with a default, by newer code of the same
+    # schema version: read as absent, as newer code reads an older record's missing one.
+    data = {name: value for name, value in data.items() if name in declared}
     for name, value in data.items():
         kind = declared[name].type
         if typing.get_origin(kind) is list and isinstance(value, list):  # samples: the first bad

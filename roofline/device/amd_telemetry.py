@@ -1,6 +1,6 @@
 """AMD GPU telemetry through amdsmi (ROCm's SMI library, the `amdsmi` package), behind the
 interface the NVML sampler offers (roofline.device.telemetry): the same `Sampler` reads these
-fields one by one, the energy counter at both ends and the other processes, and `summarize`
+fields one by one, the energy counter at both ends and the other processes, and `window_telemetry`
 turns its samples into a row's fields unchanged.
 
 amdsmi's Python package loads libamd_smi.so when it is imported: where ROCm is not installed

@@ -3,7 +3,7 @@ temperature and clock-event reasons sampled in a thread, energy from the driver'
 both ends, and the other processes on the GPU. Each field is read on its own, so one that
 fails leaves the others, and every failure is reported with the row.
 
-`summarize` is pure, so recorded windows can be summarised and tested without a GPU."""
+`window_telemetry` is pure, so recorded windows can be summarised and tested without a GPU."""
 
 import os
 import threading
@@ -302,7 +302,7 @@ def mean(values: list) -> float | None:
 ENERGY_MIN_WINDOW_S = 1.0
 
 
-def summarize(
+def window_telemetry(
     window: Any, max_sm_mhz: float | None, power_limit_w: float | None = None
 ) -> WindowTelemetry:
     """The timed window as its row records it: mean clocks, power from the energy counter where

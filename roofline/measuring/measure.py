@@ -151,7 +151,7 @@ def measure_point(
         # A library that refuses this dtype here (cuBLAS, a scaled-matmul API that differs on
         # this torch) fails this point only: the others are still measured and recorded.
         return empty(name, dtype, shape, "failed", f"the call raised: {raised(err)}", backend)
-    summary = telemetry.summarize(
+    summary = telemetry.window_telemetry(
         point.window, gpu.get("max_sm_clock_mhz"), gpu.get("power_limit_w")
     )
     where = f"{name} {dtype} {shape} ({backend})"
