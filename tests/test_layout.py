@@ -105,4 +105,3 @@ def test_circles_are_found():
 def test_no_module_of_roofline_imports_one_that_imports_it():
     """Types-only imports count too: a circle is a circle to whoever reads the code."""
     assert circles(our_modules()) == []
-
