@@ -47,5 +47,8 @@ def test_a_stage_writes_exactly_its_deliverables():
     assert sorted(outputs("report", made)) == sorted(written_by("report"))
     with pytest.raises(ValueError, match=r"stage report writes \['REPORT\.md'\].*DELIVERABLES"):
         outputs("report", {"REPORT.md": ""})
-    with pytest.raises(ValueError, match=r"breakdown\.csv"):
-        outputs("aggregate", {**{p.name: "" for p in written_by("aggregate")}, "breakdown.csv": ""})
+    with pytest.raises(ValueError, match=r"not-a-deliverable\.csv"):
+        outputs(
+            "aggregate",
+            {**{p.name: "" for p in written_by("aggregate")}, "not-a-deliverable.csv": ""},
+        )
