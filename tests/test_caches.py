@@ -7,9 +7,9 @@ import math
 
 import pytest
 
-from roofline.device import peakflops
+from roofline.device import cache_ceilings, peakflops
+from roofline.device.cache_ceilings import CacheSize, Planned, working_sets
 from roofline.device.hardware import cpu_info
-from roofline.device.peakflops import CacheSize, Planned, working_sets
 from roofline.interpretation.aggregate import aggregate
 from roofline.interpretation.ceilings import past_the_cache
 from roofline.interpretation.lab_schema import load_lab_params
@@ -95,22 +95,22 @@ def test_sysfs_gives_each_data_or_unified_level_and_the_cpus_measured_that_share
         folder.mkdir(parents=True)
         for name, value in zip(("type", "level", "size", "shared_cpu_list"), values, strict=True):
             (folder / name).write_text(value + "\n", encoding="utf-8")
-    found = peakflops.sysfs_cache_sizes({2, 3, 4}, tmp_path)  # a taskset of 3 CPUs
+    found = cache_ceilings.sysfs_cache_sizes({2, 3, 4}, tmp_path)  # a taskset of 3 CPUs
     assert found == [
         CacheSize("L1", 48 * KIB, 1),  # cpu0 and cpu4 share it; only cpu4 is measured
         CacheSize("L2", 2 * MIB, 1),
         CacheSize("L3", 36 * MIB, 3),
     ]
-    assert peakflops.sysfs_cache_sizes({0}, tmp_path / "nowhere") == []
+    assert cache_ceilings.sysfs_cache_sizes({0}, tmp_path / "nowhere") == []
 
 
 def test_py_cpuinfo_sizes_are_a_core_s_on_macos_and_totals_on_linux():
     info = {"l1_data_cache_size": 65536, "l2_cache_size": "4 MiB", "l3_cache_size": None}
-    assert peakflops.cpuinfo_cache_sizes(info, 8, "Darwin") == [
+    assert cache_ceilings.cpuinfo_cache_sizes(info, 8, "Darwin") == [
         CacheSize("L1", 64 * KIB, 1),
         CacheSize("L2", 4 * MIB, 1),
     ]
-    assert peakflops.cpuinfo_cache_sizes(info, 8, "Linux")[1] == CacheSize("L2", 4 * MIB, 8)
+    assert cache_ceilings.cpuinfo_cache_sizes(info, 8, "Linux")[1] == CacheSize("L2", 4 * MIB, 8)
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_py_cpuinfo_sizes_are_a_core_s_on_macos_and_totals_on_linux():
     [("48K", 48 * KIB), ("2048K", 2 * MIB), ("1 MiB", MIB), ("256 KB", 256 * KIB), (512, 512)],
 )
 def test_cache_sizes_are_read_as_sysfs_and_py_cpuinfo_write_them(text, value):
-    assert peakflops.size_bytes(text) == value
+    assert cache_ceilings.size_bytes(text) == value
 
 
 @pytest.mark.parametrize(
@@ -126,12 +126,12 @@ def test_cache_sizes_are_read_as_sysfs_and_py_cpuinfo_write_them(text, value):
     [(48 * KIB, "48 KiB"), (MIB - 256, "1024 KiB"), (MIB, "1 MiB"), (1536 * MIB, "1.5 GiB")],
 )
 def test_a_working_set_is_said_in_the_binary_unit_that_reads_best(nbytes, said):
-    assert peakflops.binary_size(nbytes) == said
+    assert cache_ceilings.binary_size(nbytes) == said
 
 
 @pytest.mark.parametrize("text", ["", "lots", None, 0, True])
 def test_a_size_that_says_nothing_is_none(text):
-    assert peakflops.size_bytes(text) is None
+    assert cache_ceilings.size_bytes(text) is None
 
 
 # --- the kernel --------------------------------------------------------------------------------
@@ -139,11 +139,11 @@ def test_a_size_that_says_nothing_is_none(text):
 
 @needs_cc
 def test_the_read_kernel_measures_each_level_on_every_core_or_says_why_not(monkeypatch):
-    monkeypatch.setattr(peakflops, "DRAM_LEAST", 4 * MIB)  # tiny: a test, not a measurement
+    monkeypatch.setattr(cache_ceilings, "DRAM_LEAST", 4 * MIB)  # tiny: a test, not a measurement
     info = cpu_info()
     cores = info["logical_cores"]
     sizes = [CacheSize("L1", 32 * KIB, 1), CacheSize("L2", 256 * KIB, 1)]
-    caches = peakflops.measure_cache_bandwidth(
+    caches = cache_ceilings.measure_cache_bandwidth(
         cores, info["isa"], sizes, "given", seconds=0.01, memory_bytes=16 * GIB
     )
     assert [c["level"] for c in caches] == ["L1", "L2", "DRAM"]
@@ -186,7 +186,9 @@ def test_a_level_read_no_faster_than_dram_is_not_drawn_and_says_why():
 def test_without_a_compiler_each_level_says_why_it_was_not_measured(monkeypatch):
     monkeypatch.setattr(peakflops, "compiler", lambda: None)
     sizes = [CacheSize("L1", 32 * KIB, 1)]
-    caches = peakflops.measure_cache_bandwidth(2, ["avx2"], sizes, "given", memory_bytes=16 * GIB)
+    caches = cache_ceilings.measure_cache_bandwidth(
+        2, ["avx2"], sizes, "given", memory_bytes=16 * GIB
+    )
     why = "not measured: no C compiler (cc, gcc or clang) here"
     assert caches == [
         {

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from roofline.device import peakflops
+from roofline.device import cache_ceilings, peakflops
 from roofline.device.hardware import cpu_info
 
 needs_cc = pytest.mark.skipif(peakflops.compiler() is None, reason="no C compiler here")
@@ -87,14 +87,14 @@ def played_cc(tmp_path, monkeypatch, program: str, compiles: str = "") -> None:
     monkeypatch.setattr(peakflops.platform, "machine", lambda: "x86_64")
 
 
-SIZES = [peakflops.CacheSize("L1", 48 << 10, 1), peakflops.CacheSize("L2", 1 << 20, 1)]
+SIZES = [cache_ceilings.CacheSize("L1", 48 << 10, 1), cache_ceilings.CacheSize("L2", 1 << 20, 1)]
 
 
 def every_ceiling(cores: int = 2) -> dict:
     """What the clock, FMA and cache kernels each say, run as the benchmark runs them."""
     clock, why = peakflops.measure_clock_ghz(cores)
     fma = peakflops.measure_fma(cores, ["avx512f"], seconds=0.01)
-    caches = peakflops.measure_cache_bandwidth(
+    caches = cache_ceilings.measure_cache_bandwidth(
         cores, ["avx512f"], SIZES, "given", 0.01, memory_bytes=1 << 30
     )
     return {"clock": (clock, why), "fma": fma, "caches": caches}
@@ -170,14 +170,14 @@ def test_a_kernel_printing_well_formed_lies_is_refused_with_both_figures(tmp_pat
 
 
 def test_each_levels_read_bound_is_its_bytes_a_cycle_per_core_at_the_measured_clock():
-    assert peakflops.read_bound_gbps("L3", 8, 4.0) == (
+    assert cache_ceilings.read_bound_gbps("L3", 8, 4.0) == (
         8 * 4.0 * 64,
         "8 cores x 4 GHz x 64 bytes a cycle",
     )
     # Measured figures pass: two AMD EPYC cores at 3.65 GHz read L1 at 326 GB/s, L2 at 228, L3
     # at 181 and DRAM at 34 (2026-12), with an FMA ceiling of 232 GFLOP/s.
     for level, gbps in {"L1": 326, "L2": 228, "L3": 181, "DRAM": 34}.items():
-        assert peakflops.read_bound_gbps(level, 2, 3.65)[0] > gbps
+        assert cache_ceilings.read_bound_gbps(level, 2, 3.65)[0] > gbps
     assert peakflops.fma_bound_gflops(2, ["avx512f", "avx2", "fma"], 3.65)[0] > 232
 
 
@@ -328,10 +328,15 @@ QEMU = shutil.which("qemu-aarch64")
 @pytest.mark.parametrize(
     ("program", "defines", "args"),
     [
-        ("CLOCK_PROGRAM", {}, []),
-        ("FMA_PROGRAM", {"VECTOR_BYTES": 16, "ACC": 12}, ["200000"]),
-        ("READ_PROGRAM", {"VECTOR_BYTES": 16, "ACC": 12}, [str(64 << 10), "0.01", "2"]),
+        (peakflops.CLOCK_PROGRAM, {}, []),
+        (peakflops.FMA_PROGRAM, {"VECTOR_BYTES": 16, "ACC": 12}, ["200000"]),
+        (
+            cache_ceilings.READ_PROGRAM,
+            {"VECTOR_BYTES": 16, "ACC": 12},
+            [str(64 << 10), "0.01", "2"],
+        ),
     ],
+    ids=["clock", "fma", "read"],
 )
 def test_the_clock_fma_and_cache_programs_compile_and_run_for_arm64(
     tmp_path, program, defines, args
@@ -340,7 +345,7 @@ def test_the_clock_fma_and_cache_programs_compile_and_run_for_arm64(
     uses there (no -march: the cross compiler's own target), then run under qemu-user where it
     is installed, printing its figures as on x86."""
     source = tmp_path / "program.c"
-    source.write_text(getattr(peakflops, program), encoding="utf-8")
+    source.write_text(program, encoding="utf-8")
     binary = tmp_path / "program"
     macros = [f"-D{key}={value}" for key, value in defines.items()]
     built = subprocess.run(

@@ -13,7 +13,7 @@ GPU_VISIBILITY = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_D
 
 
 class CacheLevel(TypedDict):
-    """One cache level as the probe read it (roofline.device.peakflops.CacheSize, as JSON)."""
+    """One cache level as the probe read it (roofline.device.cache_ceilings.CacheSize, as JSON)."""
 
     level: str  # "L1" (its data cache), "L2", "L3"
     size_bytes: int  # one instance's capacity

@@ -70,7 +70,7 @@ class CpuFacts(TypedDict):
     family: int | None  # CPUID's family and model numbers
     model_number: int | None
     flags: list[str]
-    caches: list[CacheLevel]  # each level, read once here (peakflops.cache_sizes)
+    caches: list[CacheLevel]  # each level, read once here (cache_ceilings.cache_sizes)
     caches_from: str  # "sysfs" or "py-cpuinfo"
     usable_cores: int  # the logical cores this process may use
     machine_cores: NotRequired[int]  # the machine's logical cores
@@ -89,7 +89,7 @@ def cpu_facts() -> CpuFacts:
     import joblib
     import psutil
 
-    from roofline.device.peakflops import cache_sizes
+    from roofline.device.cache_ceilings import cache_sizes
 
     info = cpuinfo.get_cpu_info()
     machine = psutil.cpu_count(logical=True) or 1

@@ -10,7 +10,7 @@ import pandas as pd
 
 from roofline.core.arithmetic import matmul_bytes, matmul_flops
 from roofline.core.dtypes import LAB_DTYPE
-from roofline.device.peakflops import CacheBandwidth, binary_size
+from roofline.device.cache_ceilings import CacheBandwidth, binary_size
 from roofline.interpretation import kernel_names
 from roofline.interpretation.manifest import DeviceEntry
 from roofline.interpretation.node import SUSTAINED, is_other_gpu
@@ -229,7 +229,7 @@ DISTINCT_OVER_DRAM = 1.25
 
 
 def past_the_cache(caches: list[CacheBandwidth]) -> list[CacheBandwidth]:
-    """A CPU's recorded cache ceilings (roofline.device.peakflops.measure_cache_bandwidth) with
+    """A CPU's recorded cache ceilings (roofline.device.cache_ceilings.measure_cache_bandwidth) with
     each level whose figure DRAM's matches (within DISTINCT_OVER_DRAM) not used: no ceiling is
     drawn for it, and its reason gives both figures and the size read. The record keeps the
     figure as measured."""

@@ -80,7 +80,7 @@ class Fma(Recorded):
 @dataclass(frozen=True)
 class CacheCeiling(Recorded):
     """A CPU's read bandwidth from one cache level (or DRAM) on every core at once, each core
-    over a working set of its own (roofline.device.peakflops.measure_cache_bandwidth)."""
+    over a working set of its own (roofline.device.cache_ceilings.measure_cache_bandwidth)."""
 
     level: str  # "L1", "L2", "L3", "DRAM"
     working_set_bytes: int | None = None  # each core's; None: no size known for the level

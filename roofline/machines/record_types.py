@@ -5,8 +5,9 @@ DVC writes it. Types only, so that the rules (records) and the keys (keys) both 
 from typing import Any, NotRequired, TypedDict
 
 from roofline.device.backends import Library
+from roofline.device.cache_ceilings import CacheBandwidth
 from roofline.device.description import Found, Identity
-from roofline.device.peakflops import CacheBandwidth, CpuClock, FmaCeiling
+from roofline.device.peakflops import CpuClock, FmaCeiling
 
 
 class StageKey(TypedDict):

@@ -25,17 +25,15 @@ from roofline.core.errors import ConfigError, HardwareError
 from roofline.core.progress import progress, say
 from roofline.core.schema import SCHEMA_VERSION, Measurement, measurement_from_dict
 from roofline.device.backends import libraries
-from roofline.device.description import CpuInfo, Found, GpuInfo
-from roofline.device.hardware import BOOT_CACHE, live_hardware
-from roofline.device.peakflops import (
+from roofline.device.cache_ceilings import (
     CacheBandwidth,
     CacheSize,
-    FmaCeiling,
     binary_size,
-    cpu_clock,
     measure_cache_bandwidth,
-    measure_fma,
 )
+from roofline.device.description import CpuInfo, Found, GpuInfo
+from roofline.device.hardware import BOOT_CACHE, live_hardware
+from roofline.device.peakflops import FmaCeiling, cpu_clock, measure_fma
 from roofline.machines.identity import identity
 from roofline.machines.record_types import Fingerprint, Record, RunInfo
 from roofline.machines.records import points

@@ -9,7 +9,7 @@ import pandas as pd
 from roofline.configuration.params import RENTED_KINDS
 from roofline.core.arithmetic import matmul_bytes
 from roofline.core.dtypes import DTYPES
-from roofline.device.peakflops import binary_size
+from roofline.device.cache_ceilings import binary_size
 from roofline.interpretation import kernel_names
 from roofline.interpretation.ceilings import (
     headline,
