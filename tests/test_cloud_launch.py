@@ -21,7 +21,8 @@ sky = pytest.importorskip(
 from dvc.repo import Repo  # noqa: E402
 from sky.server.common import RequestId  # noqa: E402
 
-from roofline.cloud import RUN_ENV, SKY_CALLS, chosen_devices, main  # noqa: E402
+from roofline.cloud import RUN_ENV, SKY_CALLS, main  # noqa: E402
+from roofline.cloud_plan import chosen_devices  # noqa: E402
 from roofline.core.errors import ConfigError, RooflineError  # noqa: E402
 from roofline.core.paths import device_dir  # noqa: E402
 from roofline.machines.handback import fetch_handed_back, hand_back  # noqa: E402

@@ -105,3 +105,15 @@ def test_circles_are_found():
 def test_no_module_of_roofline_imports_one_that_imports_it():
     """Types-only imports count too: a circle is a circle to whoever reads the code."""
     assert circles(our_modules()) == []
+
+
+LARGEST_MODULE_LINES = 500  # one sitting's reading
+
+
+def test_each_module_is_short_enough_to_read_in_one_sitting():
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "roofline").rglob("*.py")
+        if (n := len(p.read_text(encoding="utf-8").splitlines())) >= LARGEST_MODULE_LINES
+    }
+    assert not long
