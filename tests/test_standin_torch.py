@@ -395,6 +395,25 @@ def test_float8_takes_row_major_a_column_major_b_multiples_of_16_and_per_tensor_
     assert state.fast_accum == [False, True]  # what reached the played cuBLASLt
 
 
+def test_float8_pairs_are_cublaslts_and_two_e5m2_are_refused_in_torchs_words(played):
+    played("h100")
+    e4m3, e5m2 = torch.float8_e4m3fn, torch.float8_e5m2
+    for a_dtype, b_dtype in [(e4m3, e4m3), (e4m3, e5m2), (e5m2, e4m3)]:
+        a, b = torch.randn(32, 64).to(a_dtype), torch.randn(32, 64).to(b_dtype).t()
+        assert scaled(a, b).shape == (32, 32), (a_dtype, b_dtype)
+    a, b = torch.randn(32, 64).to(e5m2), torch.randn(32, 64).to(e5m2).t()
+    with pytest.raises(RuntimeError, match=f"^{played_cuda.TWO_E5M2}$"):
+        scaled(a, b)
+
+
+def test_the_stand_ins_float8_refusal_is_the_installed_torchs_own_text():
+    """The words the stand-in refuses with are in torch's CUDA library, as Blas.cpp raises them."""
+    library = Path(torch.__file__).parent / "lib" / "libtorch_cuda.so"
+    if not library.is_file():
+        pytest.skip(f"{library} is not installed (a CPU-only torch)")
+    assert played_cuda.TWO_E5M2.encode() in library.read_bytes()
+
+
 def test_the_fast_accumulation_knob_asks_for_it(played):
     state = played("small_l2")
     from tests.test_standin import knobs

@@ -1,6 +1,6 @@
 """A CUDA stand-in: torch.cuda played on this CPU, so the GPU path runs end to end in CI
 through the same seam a real GPU uses (roofline.device.kinds). It is meant to be as strict as a GPU,
-never friendlier (tests/test_conformance.py holds it to the installed torch):
+never friendlier (tests/test_standin_torch.py holds it to the installed torch):
 
 - tensors stay on the CPU, and every op runs under a dispatch mode that plays the device:
   its memory (the real size torch reports; past it, torch.OutOfMemoryError), cuBLAS's
@@ -345,6 +345,28 @@ def is_rocm() -> bool:
 WRONG_FLOAT8 = "played: {where} has no {dtype} matmul (its float8 is {wanted})"
 
 
+# The float8 (A, B) pairs cuBLASLt multiplies (cublasLtMatmul's FP8 type table, compute
+# capability 8.9 and newer: e4m3 x e4m3, e4m3 x e5m2, e5m2 x e4m3; not e5m2 x e5m2), which torch
+# checks before it calls cuBLASLt (aten/src/ATen/native/cuda/Blas.cpp), refusing the pair it
+# lacks in its own words (tests/test_standin_torch.py finds them in the installed torch).
+CUBLASLT_FLOAT8_PAIRS = {
+    ("float8_e4m3fn", "float8_e4m3fn"),
+    ("float8_e4m3fn", "float8_e5m2"),
+    ("float8_e5m2", "float8_e4m3fn"),
+}
+TWO_E5M2 = "Multiplication of two Float8_e5m2 matrices is not supported"
+
+
+def _check_float8_pair(a: object, b: object) -> None:
+    """Refuse a float8 pair CUDA's cuBLASLt has no kernel for, as torch does."""
+    pair = tuple(str(t.dtype).removeprefix("torch.") for t in (a, b))
+    if is_rocm() or pair in CUBLASLT_FLOAT8_PAIRS:
+        return
+    if pair == ("float8_e5m2", "float8_e5m2"):
+        raise RuntimeError(TWO_E5M2)
+    raise RuntimeError(f"played: cuBLASLt has no {pair[0]} x {pair[1]} matmul")
+
+
 def _check_float8_kind(dtype: object) -> None:
     import torch
 
@@ -386,6 +408,7 @@ def _before(func: object, args: tuple, kwargs: dict) -> None:
         named = _arguments(func, args, kwargs)
         a, b = named.get("self", named.get("mat_a")), named.get("mat2", named.get("mat_b"))
         _check_float8_kind(a.dtype)
+        _check_float8_pair(a, b)
         scales = [named["scale_a"], named["scale_b"]]
         scales = [s[0] if isinstance(s, list | tuple) else s for s in scales]
         _check_scaled_mm(a, b, scales)
@@ -470,8 +493,8 @@ def _kernel_name(func: object, args: tuple) -> str | None:
 
     op = _op(func)
     tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    if op.startswith("_scaled_mm"):
-        dtype = "float8_e4m3fn"
+    if op.startswith("_scaled_mm"):  # named after its A's float8, as torch's dtype names it
+        dtype = str(tensors[0].dtype).removeprefix("torch.")
     elif tensors and tensors[-1].dtype == torch.float32:  # TF32 where torch allows it
         dtype = "float32" if torch.get_float32_matmul_precision() == "highest" else "tf32"
     else:
