@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from roofline.device import cache_ceilings, peakflops
+from roofline.device import cache_ceilings, programs
 from roofline.device.cache_ceilings import CacheSize, Planned, working_sets
 from roofline.device.hardware import cpu_info
 from roofline.interpretation.aggregate import aggregate
@@ -22,7 +22,7 @@ from roofline.rendering.plot import draw, draw_sweeps
 from tests import golden
 from tests.manifests import entry
 
-needs_cc = pytest.mark.skipif(peakflops.compiler() is None, reason="no C compiler here")
+needs_cc = pytest.mark.skipif(programs.compiler() is None, reason="no C compiler here")
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 # A 2-core VM of a Xeon, as its sysfs reads: L1d and L2 a core's, one L3 for both.
@@ -158,7 +158,7 @@ def test_the_read_kernel_measures_each_level_on_every_core_or_says_why_not(monke
         assert isinstance(c["gbps"], float) and math.isfinite(c["gbps"]) and c["gbps"] > 0
         assert len(c["per_core_gbps"]) == len(c["cpu_shares"]) == cores
         assert c["gbps"] == pytest.approx(sum(c["per_core_gbps"]))
-        assert all(share >= peakflops.OWN_CPU for share in c["cpu_shares"])
+        assert all(share >= programs.OWN_CPU for share in c["cpu_shares"])
     assert caches[0]["cache_bytes"] == 32 * KIB and caches[0]["sizes_from"] == "given"
 
 
@@ -184,7 +184,7 @@ def test_a_level_read_no_faster_than_dram_is_not_drawn_and_says_why():
 
 
 def test_without_a_compiler_each_level_says_why_it_was_not_measured(monkeypatch):
-    monkeypatch.setattr(peakflops, "compiler", lambda: None)
+    monkeypatch.setattr(programs, "compiler", lambda: None)
     sizes = [CacheSize("L1", 32 * KIB, 1)]
     caches = cache_ceilings.measure_cache_bandwidth(
         2, ["avx2"], sizes, "given", memory_bytes=16 * GIB

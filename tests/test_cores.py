@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from roofline.core.schema import measurement
-from roofline.device import hardware, peakflops
+from roofline.device import hardware, peakflops, programs
 from roofline.device.hardware import physical_cores_of
 from roofline.device.timing import HostTimer, host_window, read_host, sample
 from roofline.interpretation.noise import shared_window
@@ -28,7 +28,7 @@ needs_two = pytest.mark.skipif(
     len(CPUS) < 2 or shutil.which("taskset") is None,
     reason="needs two usable CPUs and taskset (Linux)",
 )
-needs_cc = pytest.mark.skipif(peakflops.compiler() is None, reason="no C compiler here")
+needs_cc = pytest.mark.skipif(programs.compiler() is None, reason="no C compiler here")
 
 
 @contextmanager
@@ -167,21 +167,21 @@ def test_a_timed_window_shared_with_a_competitor_is_flagged():
 
 def played_windows(monkeypatch, *windows):
     seen = iter(windows)
-    monkeypatch.setattr(peakflops, "run_window", lambda *args: next(seen))
+    monkeypatch.setattr(programs, "run_window", lambda *args: next(seen))
 
 
 def test_the_best_window_of_its_own_is_kept_and_a_shared_one_never(monkeypatch):
-    W = peakflops.Window
+    W = programs.Window
     played_windows(
         monkeypatch,
         W([9.0, 9.0], [0.99, 0.5]),  # the highest total, but one copy shared its CPU
         W([4.0, 4.1], [0.99, 0.98]),
         W([4.2, 4.1], [0.97, 0.99]),
     )
-    best, shared = peakflops.best_window(Path("x"), [], 2, windows=3)
+    best, shared = programs.best_window(Path("x"), [], 2, windows=3)
     assert best.values == [4.2, 4.1] and shared == ""
     played_windows(monkeypatch, W([2.0], [0.5]), W([2.2], [0.6]))
-    best, shared = peakflops.best_window(Path("x"), [], 1, windows=2)
+    best, shared = programs.best_window(Path("x"), [], 1, windows=2)
     assert best.values == [2.2]
     assert shared == (
         "every one of its 2 windows shared the CPUs with another process (its copies had at "

@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from roofline.device import cache_ceilings, peakflops
+from roofline.device import cache_ceilings, peakflops, programs
 from roofline.device.hardware import cpu_info
 
-needs_cc = pytest.mark.skipif(peakflops.compiler() is None, reason="no C compiler here")
+needs_cc = pytest.mark.skipif(programs.compiler() is None, reason="no C compiler here")
 
 
 @needs_cc
@@ -37,7 +37,7 @@ def test_the_fma_ceiling_runs_every_core_at_the_widest_vector_the_flags_show():
 
 
 def test_without_a_compiler_nothing_is_measured_and_it_says_why(monkeypatch):
-    monkeypatch.setattr(peakflops, "compiler", lambda: None)
+    monkeypatch.setattr(programs, "compiler", lambda: None)
     assert peakflops.measure_fma(2, ["avx2", "fma"]) == {
         "gflops": None,
         "vector": "AVX2 (256-bit)",
@@ -119,8 +119,8 @@ def test_a_kernel_that_hangs_fails_or_prints_nonsense_is_not_measured_and_says_w
     tmp_path, monkeypatch, program, compiles, said
 ):
     played_cc(tmp_path, monkeypatch, program, compiles)
-    monkeypatch.setattr(peakflops, "COMPILE_TIMEOUT_S", 1.0)
-    monkeypatch.setattr(peakflops, "RUN_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(programs, "COMPILE_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(programs, "RUN_TIMEOUT_S", 1.0)
     seen = every_ceiling()
     assert seen["clock"] == (None, f"the clock program was not measured: {said}")
     assert seen["fma"]["gflops"] is None and seen["fma"]["reason"] == f"not measured: {said}"
@@ -241,7 +241,7 @@ def test_a_lying_kernels_figures_never_reach_the_results_as_measured(tmp_path, m
 @pytest.fixture
 def no_clock_program(monkeypatch):
     """No compiler here, so no measured clock: what the OS says is all there is."""
-    monkeypatch.setattr(peakflops, "compiler", lambda: None)
+    monkeypatch.setattr(programs, "compiler", lambda: None)
     monkeypatch.setattr(peakflops, "measure_clock_ghz", lambda cores: (None, ""))
 
 
@@ -277,9 +277,9 @@ def test_windows_base_clock_is_never_a_peak_clock_and_it_says_how_to_get_a_compi
 @posix_only
 def test_on_windows_the_kernels_are_not_built_whatever_compiler_is_there(tmp_path, monkeypatch):
     played_cc(tmp_path, monkeypatch, "echo '3.0 1.0 0.0'")  # a compiler that would work
-    monkeypatch.setattr(peakflops.platform, "system", lambda: "Windows")
+    monkeypatch.setattr(programs.platform, "system", lambda: "Windows")
     seen = every_ceiling()
-    said = peakflops.NOT_ON_WINDOWS
+    said = programs.NOT_ON_WINDOWS
     assert seen["clock"] == (None, f"the clock program was not measured: {said}")
     assert seen["fma"]["reason"] == f"not measured: {said}"
     assert all(level["reason"] == f"not measured: {said}" for level in seen["caches"])
@@ -349,7 +349,7 @@ def test_the_clock_fma_and_cache_programs_compile_and_run_for_arm64(
     binary = tmp_path / "program"
     macros = [f"-D{key}={value}" for key, value in defines.items()]
     built = subprocess.run(
-        [CROSS, *peakflops.FLAGS, "-static", *macros, "-o", binary, source],
+        [CROSS, *programs.FLAGS, "-static", *macros, "-o", binary, source],
         capture_output=True,
         text=True,
     )

@@ -1,13 +1,13 @@
 """The cache ceilings of a CPU: the read bandwidth of each cache level and of DRAM, every core
 at once, as the cache-aware roofline (Ilic et al.) measures it, with a compiled read kernel built
-and run as roofline.device.peakflops builds and runs its own; and the cache sizes the working
+and run by roofline.device.programs, as every CPU kernel is; and the cache sizes the working
 sets are sized from (sysfs, else py-cpuinfo)."""
 
 import tempfile
 from pathlib import Path
 from typing import Any, NamedTuple, NotRequired, TypedDict
 
-from roofline.device.peakflops import (
+from roofline.device.programs import (
     MAX_CLOCK_GHZ,
     MAX_LOAD_BYTES,
     VECTORS,
