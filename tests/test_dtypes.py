@@ -48,3 +48,34 @@ def test_cpu_paths_and_gpu_requirements():
 def test_bytes_of_a_2x2x2_product(name, nbytes):
     # A and B: 4 elements each at the input size; C: 4 at the output size.
     assert ar.matmul_bytes(2, 2, 2, name) == nbytes
+
+
+def test_a_float8_pair_makes_b_in_its_own_dtype_and_shares_the_datasheets_fp8_figure(monkeypatch):
+    """An entry whose B is another float8 (cuBLASLt's e5m2 x e4m3fn) and whose datasheet figure
+    is the FP8 one, played under a name no real entry will take."""
+    from dataclasses import replace
+
+    from roofline.interpretation.datasheets import peaks_of
+    from roofline.measuring import kernels
+
+    e4m3 = DTYPES["float8_e4m3fn"]
+    pair = replace(
+        e4m3,
+        name="played_pair",
+        torch_name="float8_e5m2",
+        b_torch_name="float8_e4m3fn",
+        peak_as="float8_e4m3fn",
+    )
+    monkeypatch.setitem(DTYPES, "played_pair", pair)
+    assert (pair.b_torch, e4m3.b_torch) == ("float8_e4m3fn", "float8_e4m3fn")
+    prepared = kernels.prepare_matmul(
+        32, 32, 32, "played_pair", "cpu", seed=0, check_rows=4, cache_bytes=0
+    )
+    assert prepared.check_error <= pair.tolerance
+    a, b = kernels._operands(32, 32, 32, "played_pair", "cpu", torch.Generator().manual_seed(0))
+    assert (a.dtype, b.dtype, b.stride(0)) == (torch.float8_e5m2, torch.float8_e4m3fn, 1)
+    # The FP8 figure where the line names none for the pair; the line's own where it does.
+    line = {"float16": 989.4, "float8_e4m3fn": 1978.9, "played_pair": None}
+    assert peaks_of(line) == {"float16": 989.4, "float8_e4m3fn": 1978.9, "played_pair": 1978.9}
+    assert peaks_of(line | {"played_pair": 1000.0})["played_pair"] == 1000.0
+    assert "played_pair" not in peaks_of({"float16": 989.4})

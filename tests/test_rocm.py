@@ -244,6 +244,8 @@ def test_the_played_rocm_torch_is_a_hip_build_with_fnuz_float8_only(played):
     assert torch.equal(out, expected)
     with pytest.raises(RuntimeError, match="gfx942 \\(hipBLASLt\\) has no float8_e4m3fn"):
         scaled(torch.float8_e4m3fn)
+    with pytest.raises(RuntimeError, match="gfx942 \\(hipBLASLt\\) has no float8_e5m2"):
+        scaled(torch.float8_e5m2)  # OCP's other float8: refused there as e4m3fn is
 
 
 def test_the_probe_records_the_architecture_and_amdsmis_limits(played):

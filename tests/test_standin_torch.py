@@ -406,6 +406,14 @@ def test_float8_pairs_are_cublaslts_and_two_e5m2_are_refused_in_torchs_words(pla
         scaled(a, b)
 
 
+def test_a_float8_b_of_the_other_vendors_family_is_refused_as_a_is(played):
+    played("h100")
+    a = torch.randn(32, 64).to(torch.float8_e4m3fn)
+    b = torch.randn(32, 64).to(torch.float8_e4m3fnuz).t()
+    with pytest.raises(RuntimeError, match="CUDA \\(cuBLASLt\\) has no float8_e4m3fnuz"):
+        scaled(a, b)
+
+
 def test_the_stand_ins_float8_refusal_is_the_installed_torchs_own_text():
     """The words the stand-in refuses with are in torch's CUDA library, as Blas.cpp raises them."""
     library = Path(torch.__file__).parent / "lib" / "libtorch_cuda.so"

@@ -21,7 +21,7 @@ class CpuPath:
 @dataclass(frozen=True)
 class DType:
     name: str
-    torch_name: str  # the torch dtype of the operands, as `getattr(torch, torch_name)`
+    torch_name: str  # the torch dtype of A (and of B, unless b_torch_name), as getattr(torch, _)
     input_bytes: int  # per element of A and B
     output_bytes: int  # per element of C
     # Largest allowed max|C - C_ref| / max|C_ref| against float64 on the checked rows. Rounding
@@ -41,6 +41,14 @@ class DType:
     scaled: bool = False
     dim_multiple: int = 1
     marker: str = "o"  # matplotlib marker on the plots
+    b_torch_name: str = ""  # B's torch dtype where it is not A's (a float8 pair: e5m2 x e4m3fn)
+    # The dtype whose datasheet figure is this one's too, where a conf line gives none for it
+    # (NVIDIA's and AMD's "FP8" figure covers E4M3 and E5M2 alike).
+    peak_as: str = ""
+
+    @property
+    def b_torch(self) -> str:
+        return self.b_torch_name or self.torch_name
 
     @property
     def b_layout(self) -> str:

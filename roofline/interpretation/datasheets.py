@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
+from roofline.core.dtypes import DTYPES
+
 if TYPE_CHECKING:  # plain Python at run time: the GPU suite reads conf files with this module
     from roofline.configuration.params import DeviceParams
     from roofline.interpretation.interpret import JudgedDevice
@@ -33,6 +35,14 @@ def measured_name(record: Record) -> str | None:
     return hardware.get("name") or hardware.get("model")
 
 
+def peaks_of(table: dict[str, float | None]) -> dict[str, float]:
+    """A line's dense peaks, nulls dropped, each dtype with none taking the figure of the dtype
+    it shares one with (DType.peak_as)."""
+    given = {d: p for d, p in table.items() if p is not None}
+    shared = {d: given[t.peak_as] for d, t in DTYPES.items() if t.peak_as in given}
+    return shared | given
+
+
 def judged(name: str, dev: DeviceParams, measured: str | None) -> JudgedDevice:
     """The device as the deliverables judge it: its conf as plain data (composed, or a conf file
     read as YAML) with the datasheet line of the SKU `measured` (None: not measured, so the
@@ -47,7 +57,7 @@ def judged(name: str, dev: DeviceParams, measured: str | None) -> JudgedDevice:
         or name,
         "sku_name": line.get("name"),
         "source": line.get("source", ""),
-        "peak_tflops": {d: p for d, p in (line.get("peak_tflops") or {}).items() if p is not None},
+        "peak_tflops": peaks_of(line.get("peak_tflops") or {}),
         "lab_band_tflops": line.get("lab_band_tflops") or {},
         "lab_done_tflops": line.get("lab_done_tflops") or {},
         "published": line.get("published") or [],

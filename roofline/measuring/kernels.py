@@ -99,11 +99,12 @@ def float32_math(dtype: str) -> Iterator[None]:
 
 def _operands(m: int, n: int, k: int, dtype: str, device: str, gen: torch.Generator):
     """Random normal inputs (never zeros: they run faster) rounded to the dtype."""
-    to = torch_dtype(dtype)
-    a = torch.randn(m, k, device=device, generator=gen).to(to)
-    if DTYPES[dtype].b_layout == "column-major":
-        return a, torch.randn(n, k, device=device, generator=gen).to(to).t()
-    return a, torch.randn(k, n, device=device, generator=gen).to(to)
+    d = DTYPES[dtype]
+    a = torch.randn(m, k, device=device, generator=gen).to(torch_dtype(dtype))
+    to_b = getattr(torch, d.b_torch)
+    if d.b_layout == "column-major":
+        return a, torch.randn(n, k, device=device, generator=gen).to(to_b).t()
+    return a, torch.randn(k, n, device=device, generator=gen).to(to_b)
 
 
 def matmul_fn(

@@ -368,13 +368,14 @@ def _check_float8_pair(a: object, b: object) -> None:
 
 
 def _check_float8_kind(dtype: object) -> None:
-    import torch
-
+    """Refuse the other vendor's float8 family: OCP's (e4m3fn, e5m2) on gfx94x, the fnuz
+    variants anywhere else."""
     name = str(dtype).removeprefix("torch.")
     arch = gpu(state.visible()[state.current]).get("gcn_arch", "")
-    wanted = "float8_e4m3fnuz" if arch.startswith("gfx94") else "float8_e4m3fn"
-    if dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz) and name != wanted:
+    fnuz_here = arch.startswith("gfx94")
+    if name.endswith("fnuz") != fnuz_here:
         where = f"{arch.split(':')[0]} (hipBLASLt)" if arch else "CUDA (cuBLASLt)"
+        wanted = "float8_e4m3fnuz" if fnuz_here else "float8_e4m3fn"
         raise RuntimeError(WRONG_FLOAT8.format(where=where, dtype=name, wanted=wanted))
 
 
@@ -408,6 +409,7 @@ def _before(func: object, args: tuple, kwargs: dict) -> None:
         named = _arguments(func, args, kwargs)
         a, b = named.get("self", named.get("mat_a")), named.get("mat2", named.get("mat_b"))
         _check_float8_kind(a.dtype)
+        _check_float8_kind(b.dtype)
         _check_float8_pair(a, b)
         scales = [named["scale_a"], named["scale_b"]]
         scales = [s[0] if isinstance(s, list | tuple) else s for s in scales]
