@@ -1,6 +1,7 @@
 """The layout shows the design: roofline's subpackages, and which may run which. The rules are
 about packages, read from import statements (roofline.machines.code), with no module list."""
 
+import ast
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,43 @@ def test_each_module_is_short_enough_to_read_in_one_sitting():
         if (n := len(p.read_text(encoding="utf-8").splitlines())) >= LARGEST_MODULE_LINES
     }
     assert not long
+
+
+# Where a label or a panel sits is drawing, not a figure a reader is told: plot.py's geometry.
+DRAWING = {
+    ("plot.py", f) for f in ("draw_slopes", "label_roofs", "palette", "draw_sweeps", "draw_knobs")
+}
+ARITHMETIC = (ast.Div, ast.Mult, ast.Sub, ast.Pow, ast.FloorDiv, ast.Mod)
+
+
+def arithmetic_in(source: str, module: str) -> list[str]:
+    """Each arithmetic expression of a module, outside its drawing geometry, as "line: code"."""
+    found, tree = [], ast.parse(source)
+    owner = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef):
+            for inner in ast.walk(node):
+                owner.setdefault(id(inner), node.name)
+    for node in ast.walk(tree):
+        computes = isinstance(node, ast.BinOp | ast.AugAssign) and isinstance(node.op, ARITHMETIC)
+        if computes and (module, owner.get(id(node))) not in DRAWING:
+            found.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_a_figure_computed_in_rendering_is_found():
+    assert arithmetic_in("def f(a, b):\n    return f'{a / b:.0%}'\n", "report.py") == [
+        "report.py:2: a / b"
+    ]
+    assert arithmetic_in("def palette(i):\n    return i % 3\n", "plot.py") == []
+
+
+def test_rendering_computes_no_figure():
+    """Every number the pages show is computed in roofline.interpretation (figures, gaps,
+    breakdown, interpret): rendering words it, and draws it."""
+    found = [
+        line
+        for path in sorted((ROOT / "roofline/rendering").glob("*.py"))
+        for line in arithmetic_in(path.read_text(encoding="utf-8"), path.name)
+    ]
+    assert found == []

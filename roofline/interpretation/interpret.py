@@ -193,7 +193,7 @@ def lab_checks(band: list[float] | None, done: float | None, result: Any) -> lis
             text += f"; usual causes: {LAB_CAUSES}"
         checks.append(text)
     if done:
-        met = "met" if achieved >= done else "NOT met"
+        met = "met" if reaches(achieved, done) else "NOT met"
         checks.append(f"the lab's done threshold, {done:g} TFLOP/s in float16: {met}")
     return checks
 
@@ -232,6 +232,8 @@ class Verdict:
     band: str | None  # "in band", "below band" or "above band"; None: no band for it
     flags: list[str]  # what is wrong, short
     problems: list[str]  # what is wrong, and what to check
+    published_share: float | None = None  # the result over the published figure; None: none
+    below_published: bool = False  # more than PUBLISHED_MARGIN below it
 
 
 def verdict(band: list[float] | None, published: PublishedFigure | None, result: Any) -> Verdict:
@@ -249,15 +251,22 @@ def verdict(band: list[float] | None, published: PublishedFigure | None, result:
                 f"{result.dtype} {achieved:.1f} TFLOP/s is {where.split()[0]} the lab's band "
                 f"{band[0]:g}-{band[1]:g} +-20% ({low:.0f}-{high:.0f}); usual causes: {LAB_CAUSES}"
             )
-    if published and achieved < (1 - PUBLISHED_MARGIN) * published.tflops:
-        below = 1 - achieved / published.tflops
+    share = achieved / published.tflops if published else None
+    below_published = share is not None and share < 1 - PUBLISHED_MARGIN
+    if published and below_published:
+        below = 1 - share
         flags.append(f"{below:.0%} below published")
         problems.append(
             f"{result.dtype} {achieved:.1f} TFLOP/s is {below:.0%} below the "
             f"{published.tflops:g} published for this SKU ({published.source}); "
             f"check {PUBLISHED_CAUSES}"
         )
-    return Verdict(where, flags, problems)
+    return Verdict(where, flags, problems, share, below_published)
+
+
+def reaches(achieved: float, done: float) -> bool:
+    """Whether a figure meets the lab's done threshold."""
+    return achieved >= done
 
 
 def judge(entry: DeviceEntry, result: Any) -> tuple[PublishedFigure | None, Verdict]:

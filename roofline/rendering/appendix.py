@@ -8,6 +8,7 @@ import pandas as pd
 
 from roofline.interpretation.breakdown import Step
 from roofline.interpretation.ceilings import SUSTAINED, headline, predictions
+from roofline.interpretation.figures import per_dollar_hour
 from roofline.interpretation.gaps import (
     bound_checks,
     device_breakdown,
@@ -90,7 +91,8 @@ def cost_line(entry: DeviceEntry, head: Any) -> str:
     else:
         text = (
             f"Cost: the run took {run.wall_s:.0f} s at ${price:g}/h, "
-            f"${run.run_cost_usd:.4f}; {head.achieved_tflops / price:.4g} TFLOP/s per dollar-hour"
+            f"${run.run_cost_usd:.4f}; {per_dollar_hour(head.achieved_tflops, price):.4g} TFLOP/s "
+            "per dollar-hour"
         )
     if pd.notna(getattr(head, "joules_per_tflop", float("nan"))):
         text += f"; {head.joules_per_tflop:.3g} J per TFLOP at {head.power_w:.0f} W (NVML)"

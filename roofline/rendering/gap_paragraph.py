@@ -7,13 +7,18 @@ from typing import Any
 import pandas as pd
 
 from roofline.configuration.params import RENTED_KINDS
-from roofline.core.arithmetic import matmul_bytes
 from roofline.core.dtypes import DTYPES
 from roofline.device.cache_ceilings import binary_size
 from roofline.interpretation import kernel_names
 from roofline.interpretation.ceilings import (
     headline,
     text_of,
+)
+from roofline.interpretation.figures import (
+    against_ridge,
+    fma_shares,
+    move_time,
+    ratio,
 )
 from roofline.interpretation.gaps import (
     above_peak,
@@ -25,7 +30,6 @@ from roofline.interpretation.gaps import (
 from roofline.interpretation.manifest import (
     DeviceEntry,
 )
-from roofline.interpretation.roofs import ridge_point
 from roofline.interpretation.rows import knob_title
 from roofline.rendering.sentences import (
     datasheet_sentence,
@@ -61,19 +65,19 @@ def mfu_sentence(head: Any) -> str:
 
 def intensity_sentence(head: Any, entry: DeviceEntry) -> str:
     gbps = run_of(entry).memory_copy.gbps
-    move_s = matmul_bytes(head.m, head.n, head.k, head.dtype) / (gbps * 1e9)
+    move = move_time(head, gbps)
     moving = (
         f"moving its operands once at the measured copy bandwidth ({gbps:.1f} GB/s) "
-        f"takes {move_s:.3g} s, {move_s / head.median_s:.1%} of the measured time"
+        f"takes {move.seconds:.3g} s, {move.share:.1%} of the measured time"
     )
     if pd.isna(head.peak_tflops):
         return f"Its intensity is {head.arithmetic_intensity:.1f} FLOP/byte: {moving}."
-    ridge = ridge_point(head.peak_tflops, gbps)
-    side = "compute" if head.arithmetic_intensity > ridge else "memory"
+    side = against_ridge(head.arithmetic_intensity, head.peak_tflops, gbps)
     return (
         f"Its intensity, {head.arithmetic_intensity:.1f} FLOP/byte, is "
-        f"{times(head.arithmetic_intensity / ridge)} the ridge of the dense peak over the "
-        f"measured copy bandwidth ({ridge:.1f} FLOP/byte), so it is {side}-bound: {moving}."
+        f"{times(side.times)} the ridge of the dense peak over the "
+        f"measured copy bandwidth ({side.ridge:.1f} FLOP/byte), so it is {side.bound}-bound: "
+        f"{moving}."
     )
 
 
@@ -95,7 +99,7 @@ def backend_sentences(head: Any, entry: DeviceEntry, rows: pd.DataFrame) -> list
     others = same[(same.dtype == head.dtype) & (same.backend != head.backend)]
     out = [kernel_sentence(head)] + [
         f"Through {library(entry, r.backend, r.dtype)} the same kernel ran at "
-        f"{r.achieved_tflops:.4g} TFLOP/s: the fastest is {times(head.achieved_tflops / r.achieved_tflops)} it."
+        f"{r.achieved_tflops:.4g} TFLOP/s: the fastest is {times(ratio(head.achieved_tflops, r.achieved_tflops))} it."
         for r in others.itertuples()
     ]
     amd = (run_of(entry).details.microarchitecture or "").startswith("zen")
@@ -125,13 +129,14 @@ def dtype_sentences(head: Any, rows: pd.DataFrame, knobs_measured: bool = False)
             mfu += ", with exact accumulation" if mfu else " with exact accumulation"
         out.append(
             f"On the same shape {r.dtype} reached {r.achieved_tflops:.4g} TFLOP/s, "
-            f"{r.achieved_tflops / head.achieved_tflops:.2f}× {head.dtype}{mfu}."
+            f"{ratio(r.achieved_tflops, head.achieved_tflops):.2f}× {head.dtype}{mfu}."
         )
     fastest = SimpleNamespace(**best.loc[best.achieved_tflops.idxmax()].to_dict())
     if fastest.achieved_tflops > head.achieved_tflops and not knobs_measured:
         out.append(
             f"The largest measured optimisation left on the table is the {fastest.dtype} path "
-            f"({fastest.achieved_tflops / head.achieved_tflops:.2f}× the {head.dtype} kernel), at "
+            f"({ratio(fastest.achieved_tflops, head.achieved_tflops):.2f}× the {head.dtype} "
+            "kernel), at "
             f"the cost of {fastest.dtype}'s precision."
         )
     return out
@@ -147,26 +152,21 @@ def fma_sentences(head: Any, entry: DeviceEntry) -> list[str]:
         return [
             f"This CPU's FMA ceiling was {fma.reason}, so nothing here bounds the BLAS but the computed peak."
         ]
-    ceiling = fma.gflops / 1e3
+    computed = run.peaks_used.get("float32")  # the peak a float32 kernel is held to
+    held_to = computed.tflops if computed and head.dtype == "float32" else None
+    shares = fma_shares(head.achieved_tflops, fma.gflops, held_to, noisy(head))
     text = (
         f"The CPU's FMA ceiling, measured on every core at once ({fma.vector}), is "
-        f"{ceiling:.4g} TFLOP/s; the kernel reaches {head.achieved_tflops / ceiling:.0%} of it"
+        f"{shares.ceiling_tflops:.4g} TFLOP/s; the kernel reaches {shares.kernel_share:.0%} of it"
     )
-    computed = run.peaks_used.get("float32")  # the peak a float32 kernel is held to
-    if computed and computed.tflops and head.dtype == "float32":
-        share = ceiling / computed.tflops
+    if shares.of_computed is not None:
         text += (
-            f", and the ceiling is {share:.0%} of the computed peak"
-            + (
-                ": the vector clock under load, or the FLOP per cycle assumed, is that much lower"
-                if share < 0.95 and not noisy(head)  # a shared machine lowers both as well
-                else ""
-            )
-            + (
-                ": above it, so the computed peak's cores or FLOP per cycle are wrong for this CPU"
-                if share > 1.05
-                else ""
-            )
+            f", and the ceiling is {shares.of_computed:.0%} of the computed peak"
+            + {
+                "low": ": the vector clock under load, or the FLOP per cycle assumed, is that much lower",
+                "above": ": above it, so the computed peak's cores or FLOP per cycle are wrong for this CPU",
+                "": "",
+            }[shares.reading]
         )
     return [text + "."]
 
@@ -194,7 +194,7 @@ def telemetry_sentences(head: Any, entry: DeviceEntry) -> list[str]:
         assumed = entry.datasheet.peak_clock_mhz
         if assumed:
             text += (
-                f", {head.sm_clock_mhz / assumed:.0%} of the {assumed:.0f} MHz the datasheet peak "
+                f", {ratio(head.sm_clock_mhz, assumed):.0%} of the {assumed:.0f} MHz the datasheet peak "
                 "assumes"
             )
         if pd.notna(head.sm_clock_max_mhz) and head.sm_clock_max_mhz:

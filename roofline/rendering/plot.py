@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from roofline.core.dtypes import DTYPES, LAB_DTYPE
+from roofline.interpretation import figures
 from roofline.interpretation.ceilings import measured_ceilings
 from roofline.interpretation.manifest import DeviceEntry, Manifest, ManifestJson, as_manifest
 from roofline.interpretation.node import is_other_gpu
@@ -86,7 +87,7 @@ def copy_gbps(entry: DeviceEntry) -> float | None:
 def fma_tflops(entry: DeviceEntry) -> float | None:
     """A CPU's measured FMA ceiling, where it has one."""
     fma = entry.measured.fma if entry.measured else None
-    return fma.gflops / 1e3 if fma and fma.gflops else None
+    return figures.fma_tflops(fma.gflops) if fma and fma.gflops else None
 
 
 def cache_slopes(name: str, entry: DeviceEntry, rows: pd.DataFrame) -> list[Roof]:

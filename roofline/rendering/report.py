@@ -11,13 +11,14 @@ from roofline.configuration.params import RENTED_KINDS
 from roofline.core.dtypes import LAB_DTYPE
 from roofline.interpretation.breakdown import StepId
 from roofline.interpretation.ceilings import lab_headline
+from roofline.interpretation.figures import ratio
 from roofline.interpretation.gaps import above_peak, gap_cause, noisy, same_point
 from roofline.interpretation.interpret import (
     PUBLISHED_CAUSES,
-    PUBLISHED_MARGIN,
     best_shape_figures,
     judge,
     published_figure,
+    reaches,
 )
 from roofline.interpretation.manifest import (
     DeviceEntry,
@@ -124,7 +125,7 @@ def definition_of_done(
                     )
                 )
             else:
-                met = head.achieved_tflops >= done
+                met = reaches(head.achieved_tflops, done)
                 items.append((met, f"{wanted}: {head.achieved_tflops:.4g} measured"))
     items.append(
         (
@@ -136,11 +137,12 @@ def definition_of_done(
     )
     shown = [n for n in concrete if manifest.devices[n].status == "measured"]
     vague = [n for n in shown if not concrete[n]]
+    named = [n for n in shown if concrete[n]]
     items.append(
         (
             bool(shown) and not vague,
             "A concrete gap paragraph per measured device, naming its measured cause and the "
-            f"next knob: {len(shown) - len(vague)} of {len(shown)}"
+            f"next knob: {len(named)} of {len(shown)}"
             + (f" ({', '.join(vague)}: its paragraph says what to measure next)" if vague else ""),
         )
     )
@@ -216,7 +218,8 @@ def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:
     if not others.empty:
         best = SimpleNamespace(**others.loc[others.achieved_tflops.idxmax()].to_dict())
         return (
-            f"Next knob: {best.dtype}, measured {best.achieved_tflops / head.achieved_tflops:.2f}× "
+            f"Next knob: {best.dtype}, measured "
+            f"{ratio(best.achieved_tflops, head.achieved_tflops):.2f}× "
             f"{head.dtype} on the same shape, at the cost of {best.dtype}'s precision."
         )
     return (
@@ -241,7 +244,7 @@ def best_shape_sentence(entry: DeviceEntry, head: Any) -> str:
         f"Published at its source's best shape, {'×'.join(map(str, f.shape))} (not "
         f"{head.m}×{head.n}×{head.k}): {f.tflops:g} TFLOP/s {head.dtype}, "
         f"{WINDOW_WORDS[f.window]} ({f.source}); this run's {head.m}×{head.n}×{head.k} is "
-        f"{head.achieved_tflops / f.tflops:.0%} of it, shown for scale, not judged against it."
+        f"{ratio(head.achieved_tflops, f.tflops):.0%} of it, shown for scale, not judged against it."
         for f in figures
     )
 
@@ -283,15 +286,13 @@ def summary_paragraph(
     ]
     if node := node_sentence(rows[rows.device == name], head):
         sentences.append(node)
-    figure = judge(entry, head)[0]
+    figure, judged = judge(entry, head)
     if figure:
         text = (
             f"Published for this SKU: {figure.tflops:g} TFLOP/s, {WINDOW_WORDS[figure.window]} "
-            f"({figure.source}); this run's burst is {head.achieved_tflops / figure.tflops:.0%} "
-            "of it"
+            f"({figure.source}); this run's burst is {judged.published_share:.0%} of it"
         )
-        below = head.achieved_tflops < (1 - PUBLISHED_MARGIN) * figure.tflops
-        sentences.append(text + (f": check {PUBLISHED_CAUSES}." if below else "."))
+        sentences.append(text + (f": check {PUBLISHED_CAUSES}." if judged.below_published else "."))
     if best := best_shape_sentence(entry, head):
         sentences.append(best)
     if sustained := sustained_sentence(entry, rows[rows.device == name]):

@@ -10,6 +10,7 @@ import pandas as pd
 from roofline.device.backends import label
 from roofline.interpretation.breakdown import clock_cause
 from roofline.interpretation.ceilings import SUSTAINED
+from roofline.interpretation.figures import ratio, sustained_change, window_seconds
 from roofline.interpretation.gaps import noisy, run_of
 from roofline.interpretation.interpret import (
     published_figure,
@@ -94,7 +95,7 @@ def sustained_sentence(
     s = SimpleNamespace(**sustained.iloc[0].to_dict())
     if s.status != "measured":
         return f"The sustained window was {s.status}: {s.reason}."
-    seconds = s.window_s if pd.notna(s.window_s) else s.median_s * s.repeats
+    seconds = window_seconds(s)
     text = (
         f"Sustained over {seconds:.0f} s" if seconds >= 10 else f"Sustained over {seconds:.2g} s"
     ) + f", {s.dtype} {s.m}×{s.n}×{s.k} ({s.backend}) ran at {s.achieved_tflops:.4g} TFLOP/s"
@@ -108,9 +109,9 @@ def sustained_sentence(
     ]
     burst = SimpleNamespace(**same.iloc[0].to_dict()) if not same.empty else None
     if burst is not None:
-        change = s.achieved_tflops / burst.achieved_tflops - 1
+        change, too_short = sustained_change(s, burst)
         window = f"{burst.window_s:.2g} s " if pd.notna(burst.window_s) else ""
-        if pd.notna(burst.window_s) and seconds <= burst.window_s:
+        if too_short:
             text += f" (⚠ no longer than the {window}burst: not a sustained window)"
         text += (
             f", {abs(change):.1%} {'below' if change < 0 else 'above'} the {window}burst's "
@@ -129,6 +130,6 @@ def sustained_sentence(
     if figure is not None and figure.window == "sustained":
         text += (
             f"; published for a sustained window on this SKU: {figure.tflops:g} TFLOP/s "
-            f"({figure.source}), which this is {s.achieved_tflops / figure.tflops:.0%} of"
+            f"({figure.source}), which this is {ratio(s.achieved_tflops, figure.tflops):.0%} of"
         )
     return text + "."
