@@ -47,11 +47,11 @@ from roofline.cloud_plan import (
     show_plan,
     total,
 )
-from roofline.configuration.config import device_config, to_plain
+from roofline.configuration.measuring_config import device_config, to_plain
 from roofline.core.errors import ConfigError, RooflineError, run
 from roofline.core.files import write_texts_atomic
 from roofline.core.paths import device_dir
-from roofline.interpretation.lab_schema import load_lab_params
+from roofline.interpretation.lab_config import load_lab_params
 from roofline.machines.handback import (
     HANDED_BACK,
     checked_run_id,

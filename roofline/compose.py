@@ -13,13 +13,13 @@ from pathlib import Path
 import yaml
 from dvc.utils.hydra import compose_and_dump
 
-from roofline.configuration.config import PARAMS_FILE, load_params, parse_params
+from roofline.configuration.measuring_config import PARAMS_FILE, load_params, parse_params
 from roofline.configuration.params import read_params
 from roofline.core.errors import ConfigError, run
 from roofline.core.files import write_json_atomic, write_text_atomic
 from roofline.core.paths import fingerprint_path, knobs_path, results_path, sweep_path
-from roofline.interpretation.lab_schema import LabConfig
-from roofline.interpretation.lab_schema import check as check_datasheets
+from roofline.interpretation.lab_config import LabConfig
+from roofline.interpretation.lab_config import check as check_datasheets
 from roofline.machines.keys import pending_keys
 from roofline.machines.pipeline import orphans, pipeline_files
 from roofline.machines.records import (

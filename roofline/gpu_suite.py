@@ -28,7 +28,7 @@ from roofline.configuration.params import RENTED_KINDS
 from roofline.core import arithmetic as ar
 from roofline.core.dtypes import DTYPES, NAMES, float8_for
 from roofline.core.errors import HardwareError, run
-from roofline.core.schema import KnobMeasurement
+from roofline.core.measurement import KnobMeasurement
 from roofline.device.description import GpuInfo
 from roofline.device.hardware import gpu_info
 from roofline.device.timing import BenchSettings
@@ -37,8 +37,8 @@ from roofline.interpretation.datasheets import judged
 from roofline.interpretation.interpret import assumed_clock_mhz, interpret, lab_checks
 from roofline.interpretation.rows import knob_row, row
 from roofline.machines.identity import find_gpu, identity
-from roofline.measuring.kernels import prepare_matmul
 from roofline.measuring.knobs import Settings, measure_knobs
+from roofline.measuring.matmul import prepare_matmul
 from roofline.measuring.measure import (
     CALL_ERRORS,
     Target,
@@ -64,7 +64,7 @@ def suite_dtypes(gpu: GpuInfo) -> list[str]:
 
 def device_files(conf: Path = Path("conf/device")) -> dict[str, DeviceParams]:
     """conf/device/<name>.yaml as plain dicts: each a device's entry in params.yaml, as written
-    (unchecked here: its schema is omegaconf's, roofline.interpretation.lab_schema)."""
+    (unchecked here: its schema is omegaconf's, roofline.interpretation.lab_config)."""
     return {
         path.stem: yaml.safe_load(path.read_text(encoding="utf-8"))
         for path in sorted(conf.glob("*.yaml"))

@@ -6,7 +6,7 @@ from roofline.core import arithmetic as ar
 from roofline.core.dtypes import DTYPES
 from roofline.device import kinds
 from roofline.device.hardware import cpu_info
-from roofline.measuring.kernels import measure_matmul, torch_dtype
+from roofline.measuring.matmul import measure_matmul, torch_dtype
 
 # torch dtype -> the registry's name; tf32 is a math mode of float32, not a torch dtype.
 DTYPE_NAMES = {torch_dtype(name): name for name, d in DTYPES.items() if not d.tf32}

@@ -20,7 +20,7 @@ def run(main: Callable[[], None], kept: str = KEPT) -> None:
         try:
             main()
         except errors.ConfigError as err:
-            from roofline.configuration.config import (
+            from roofline.configuration.measuring_config import (
                 with_override_hint,  # omegaconf: only on this path
             )
 

@@ -5,10 +5,10 @@ checked before anything is written, so the deliverables are all new or all old."
 from roofline.configuration.params import read_params
 from roofline.core.deliverables import outputs
 from roofline.core.files import json_text, write_texts_atomic
+from roofline.core.measurement import knob_from_dict, measurement_from_dict
 from roofline.core.paths import RECORDS
-from roofline.core.schema import knob_from_dict, measurement_from_dict
 from roofline.interpretation.aggregate import aggregate, load_record
-from roofline.interpretation.lab_schema import load_lab_params
+from roofline.interpretation.lab_config import load_lab_params
 from roofline.machines.keys import outdated
 from stages import RENDERED, run
 

@@ -1,7 +1,7 @@
 """Stage benchmark: measure a device that is here, record a never-measured one as pending, and
 keep results measured on hardware that is not here as they are."""
 
-from roofline.configuration.config import bench_settings
+from roofline.configuration.measuring_config import bench_settings
 from roofline.core.files import write_json_atomic
 from roofline.core.paths import results_path
 from roofline.machines.holding import holding

@@ -5,7 +5,7 @@ measured elsewhere (the same rules as the benchmark and the sweep)."""
 from dataclasses import replace
 from typing import Any
 
-from roofline.configuration.config import bench_settings
+from roofline.configuration.measuring_config import bench_settings
 from roofline.core.paths import knobs_path
 from roofline.machines.record_types import Record
 from roofline.machines.records import knobs_record

@@ -10,7 +10,7 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from roofline.configuration.config import device_config, load_params
+from roofline.configuration.measuring_config import device_config, load_params
 from roofline.core.files import write_json_atomic
 from roofline.machines.holding import holding
 from roofline.machines.record_types import Record

@@ -3,7 +3,7 @@ pending for a device never measured, kept as it is for one measured elsewhere.""
 
 from typing import Any
 
-from roofline.configuration.config import bench_settings
+from roofline.configuration.measuring_config import bench_settings
 from roofline.core.paths import sweep_path
 from roofline.machines.record_types import Record
 from roofline.machines.records import sweep_record

@@ -73,7 +73,7 @@ def device(datasheet_for: str = "*", **fields):
     datasheet fields, given flat, become its one line, for the name `datasheet_for`."""
     from omegaconf import OmegaConf  # imported here: the CUDA tests run without omegaconf
 
-    from roofline.interpretation.lab_schema import LabDevice
+    from roofline.interpretation.lab_config import LabDevice
 
     line = {key: fields.pop(key) for key in DATASHEET if key in fields}
     if line:
@@ -93,7 +93,7 @@ def measuring(dev):
 def config(devices: dict, **bench):
     from omegaconf import OmegaConf
 
-    from roofline.interpretation.lab_schema import LabConfig
+    from roofline.interpretation.lab_config import LabConfig
 
     return OmegaConf.merge(OmegaConf.structured(LabConfig), {"bench": bench, "devices": devices})
 
@@ -122,14 +122,14 @@ def pytest_collection_modifyitems(config, items):
 
 def measured_row(device, dtype, shape, samples, peak, source, check_error, telemetry=None):
     """A results.csv row for a measured point, interpreted against `peak`."""
-    from roofline.core.schema import measurement
+    from roofline.core.measurement import measurement
     from roofline.interpretation.rows import row
 
     return row(measurement(device, dtype, shape, samples, check_error, telemetry), peak, source)
 
 
 def empty_row(device, dtype, shape, status, reason):
-    from roofline.core.schema import empty
+    from roofline.core.measurement import empty
     from roofline.interpretation.rows import row
 
     return row(empty(device, dtype, shape, status, reason))

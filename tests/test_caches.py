@@ -12,7 +12,7 @@ from roofline.device.cache_ceilings import CacheSize, Planned, working_sets
 from roofline.device.hardware import cpu_info
 from roofline.interpretation.aggregate import aggregate
 from roofline.interpretation.ceilings import past_the_cache
-from roofline.interpretation.lab_schema import load_lab_params
+from roofline.interpretation.lab_config import load_lab_params
 from roofline.interpretation.manifest import CacheCeiling, as_manifest, to_json
 from roofline.interpretation.tables import load_table
 from roofline.machines.records import knobs_record, sweep_record
@@ -212,7 +212,7 @@ def test_without_a_compiler_each_level_says_why_it_was_not_measured(monkeypatch)
 
 
 def test_a_cpu_benchmark_records_its_cache_ceilings_and_logs_them(monkeypatch):
-    from roofline.configuration.config import bench_settings
+    from roofline.configuration.measuring_config import bench_settings
     from roofline.measuring import benchmark
     from tests.conftest import FINGERPRINT, LAPTOP, config, device, measuring
 

@@ -8,11 +8,16 @@ import yaml
 from omegaconf import OmegaConf
 
 from roofline.compose import compose, explain
-from roofline.configuration.config import ConfigError, device_config, load_params, validate
+from roofline.configuration.measuring_config import (
+    ConfigError,
+    device_config,
+    load_params,
+    validate,
+)
 from roofline.configuration.params import KINDS
 from roofline.core.dtypes import NAMES
-from roofline.interpretation import lab_schema
-from roofline.interpretation.lab_schema import load_lab_params
+from roofline.interpretation import lab_config
+from roofline.interpretation.lab_config import load_lab_params
 from tests.conftest import config, device
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -20,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def check(cfg, conf=None):
     """Every check the composed config goes through, datasheets included."""
-    validate(cfg, conf, (lab_schema.check,))
+    validate(cfg, conf, (lab_config.check,))
 
 
 def device_roles(root: Path = ROOT) -> list[str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from roofline.core.schema import measurement
+from roofline.core.measurement import measurement
 from roofline.device import hardware, peakflops, programs
 from roofline.device.hardware import physical_cores_of
 from roofline.device.timing import HostTimer, host_window, read_host, sample

@@ -17,7 +17,7 @@ from roofline.device.hardware import gpu_info
 from roofline.device.telemetry import Sampler, open_gpu, window_telemetry
 from roofline.gpu_suite import device_files, match
 from roofline.lab import bench_matmul
-from roofline.measuring.kernels import GRAPH_BELOW_S, measure_matmul, unsupported_reason
+from roofline.measuring.matmul import GRAPH_BELOW_S, measure_matmul, unsupported_reason
 
 pytestmark = pytest.mark.cuda
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,7 +95,7 @@ def test_torchs_profiler_names_the_kernel_cublas_ran_for_each_dtype(cuda):
     """What only a GPU answers: cuBLAS's kernel for a large GEMM of each 16-bit dtype, by name,
     and what the name says (its tile is the quantisation step's)."""
     from roofline.interpretation.kernel_names import parse
-    from roofline.measuring.kernels import float32_math
+    from roofline.measuring.matmul import float32_math
 
     if torch.version.hip and "played_cuda" in sys.modules:
         pytest.skip("the stand-in plays no hipBLASLt kernel name: none public is cited")

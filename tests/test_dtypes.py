@@ -3,10 +3,10 @@
 import pytest
 import torch
 
-from roofline.configuration.config import DType
+from roofline.configuration.measuring_config import DType
 from roofline.core import arithmetic as ar
 from roofline.core.dtypes import CPU_FLAGS, DTYPES, LAB_DTYPE, NAMES, dtype
-from roofline.measuring.kernels import torch_dtype, unsupported_reason
+from roofline.measuring.matmul import torch_dtype, unsupported_reason
 
 
 def test_each_entry_matches_its_torch_dtype():
@@ -56,7 +56,7 @@ def test_a_float8_pair_makes_b_in_its_own_dtype_and_shares_the_datasheets_fp8_fi
     from dataclasses import replace
 
     from roofline.interpretation.datasheets import peaks_of
-    from roofline.measuring import kernels
+    from roofline.measuring import matmul
 
     e4m3 = DTYPES["float8_e4m3fn"]
     pair = replace(
@@ -68,11 +68,11 @@ def test_a_float8_pair_makes_b_in_its_own_dtype_and_shares_the_datasheets_fp8_fi
     )
     monkeypatch.setitem(DTYPES, "played_pair", pair)
     assert (pair.b_torch, e4m3.b_torch) == ("float8_e4m3fn", "float8_e4m3fn")
-    prepared = kernels.prepare_matmul(
+    prepared = matmul.prepare_matmul(
         32, 32, 32, "played_pair", "cpu", seed=0, check_rows=4, cache_bytes=0
     )
     assert prepared.check_error <= pair.tolerance
-    a, b = kernels._operands(32, 32, 32, "played_pair", "cpu", torch.Generator().manual_seed(0))
+    a, b = matmul._operands(32, 32, 32, "played_pair", "cpu", torch.Generator().manual_seed(0))
     assert (a.dtype, b.dtype, b.stride(0)) == (torch.float8_e5m2, torch.float8_e4m3fn, 1)
     # The FP8 figure where the line names none for the pair; the line's own where it does.
     line = {"float16": 989.4, "float8_e4m3fn": 1978.9, "played_pair": None}

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import roofline.measuring.benchmark
-from roofline.configuration.config import load_params
+from roofline.configuration.measuring_config import load_params
 from roofline.core import paths
 from stages import aggregate, benchmark, probe
 from stages import run as run_stage

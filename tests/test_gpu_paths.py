@@ -138,7 +138,7 @@ def test_gpu_gap_paragraph_cites_clocks_fp8_and_the_lab_checks():
 
 @pytest.mark.parametrize("dtype", ["tf32", "float8_e4m3fn"])
 def test_gpu_only_formats_are_skipped_on_a_cpu_with_a_reason(dtype):
-    from roofline.measuring.kernels import unsupported_reason
+    from roofline.measuring.matmul import unsupported_reason
 
     assert "CPUs have no native" in unsupported_reason(dtype, "cpu")
 
@@ -219,7 +219,7 @@ def test_a_gh200_and_a_mig_slice_get_no_datasheet(name, capsys):
 
 
 def test_the_suite_prints_the_knobs_as_a_ladder_largest_gain_first():
-    from roofline.core.schema import KnobMeasurement
+    from roofline.core.measurement import KnobMeasurement
     from roofline.gpu_suite import ladder
 
     def knob(name, base, var, status="measured", reason=""):

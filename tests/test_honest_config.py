@@ -12,14 +12,20 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from roofline.configuration.config import BOUNDS, LISTS, KnobsConfig, SweepConfig, validate
+from roofline.configuration.measuring_config import (
+    BOUNDS,
+    LISTS,
+    KnobsConfig,
+    SweepConfig,
+    validate,
+)
 from roofline.configuration.params import probe_devices
 from roofline.core.errors import ConfigError
 from roofline.device import timing
 from roofline.device.kinds import Kind
 from roofline.device.timing import MAX_CALLS, BenchSettings, calls_to_fill, sample, warmed
-from roofline.interpretation import lab_schema
-from roofline.interpretation.lab_schema import LabConfig
+from roofline.interpretation import lab_config
+from roofline.interpretation.lab_config import LabConfig
 from roofline.measuring import knobs as kn
 from roofline.measuring.measure import Target, measure_point
 from tests.conftest import config, device
@@ -30,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def check(cfg):
     """Every check the composed config goes through, datasheets included."""
-    validate(cfg, None, (lab_schema.check,))
+    validate(cfg, None, (lab_config.check,))
 
 
 def cpu(**over):
@@ -66,7 +72,7 @@ def refused(*overrides: str) -> str:
 # 1. Bounded work ------------------------------------------------------------------------------
 
 # Numbers a user sets that are neither a count nor a duration: a seed, and a matrix size (sizes are
-# held to the device's memory instead: roofline.interpretation.lab_schema.memory_errors, the
+# held to the device's memory instead: roofline.interpretation.lab_config.memory_errors, the
 # stages).
 NOT_WORK = {"bench.seed", "sweep.skinny_nk"}
 

@@ -20,8 +20,8 @@ from roofline import check
 from roofline.core import errors
 from roofline.core.errors import SchemaError
 from roofline.core.files import write_json_atomic, write_text_atomic
+from roofline.core.measurement import RESTORE, knob_from_dict
 from roofline.core.paths import EXPERIMENT, RECORDS
-from roofline.core.schema import RESTORE, knob_from_dict
 from roofline.interpretation.aggregate import load_record
 from stages import RENDERED, aggregate
 from stages import run as run_stage
@@ -38,7 +38,7 @@ RENDER = ("aggregate", "plot", "report")
 def make_project(where: Path) -> Path:
     """The lab's code, conf and params.yaml, with the golden pages' records (tests/golden) as
     every device's measurements: measured cpu, a100, h100 and h200, a pending mps."""
-    from roofline.interpretation.lab_schema import load_lab_params
+    from roofline.interpretation.lab_config import load_lab_params
     from roofline.machines.records import knobs_record, pending_record, sweep_record
 
     for part in CODE:

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
-from roofline.core.schema import KnobMeasurement
+from roofline.core.measurement import KnobMeasurement
 from roofline.device import kinds
 from roofline.device.hardware import cpu_info
 from roofline.device.timing import BenchSettings

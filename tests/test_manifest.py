@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from roofline.core.errors import SchemaError
-from roofline.core.schema import (
+from roofline.core.measurement import (
     SCHEMA_VERSION,
     KnobMeasurement,
     TimingMode,
@@ -21,7 +21,7 @@ from roofline.core.schema import (
 )
 from roofline.interpretation import breakdown, ceilings, gaps, manifest
 from roofline.interpretation.aggregate import aggregate
-from roofline.interpretation.lab_schema import load_lab_params
+from roofline.interpretation.lab_config import load_lab_params
 from roofline.interpretation.manifest import (
     DeviceEntry,
     Manifest,

@@ -3,13 +3,13 @@
 import pytest
 import torch
 
-from roofline.configuration.config import ConfigError, bench_settings
+from roofline.configuration.measuring_config import ConfigError, bench_settings
 from roofline.core.dtypes import DTYPES
 from roofline.device import kinds
 from roofline.machines.records import pending_record
-from roofline.measuring import kernels
+from roofline.measuring import matmul
 from roofline.measuring.benchmark import check_fits, measure_device
-from roofline.measuring.kernels import WrongResult, measure_copy, measure_matmul, unsupported_reason
+from roofline.measuring.matmul import WrongResult, measure_copy, measure_matmul, unsupported_reason
 from tests.conftest import FINGERPRINT, LAPTOP, config, device, measuring
 
 
@@ -53,14 +53,14 @@ def test_matmul_is_checked_then_timed(dtype):
     assert point.check_error <= DTYPES[dtype].tolerance
     # (48*32 + 32*40 + 48*40) * itemsize bytes per set against a 64 KiB cache
     assert point.buffer_sets == -(
-        -2 * (1 << 16) // ((48 * 32 + 32 * 40 + 48 * 40) * kernels.torch_dtype(dtype).itemsize)
+        -2 * (1 << 16) // ((48 * 32 + 32 * 40 + 48 * 40) * matmul.torch_dtype(dtype).itemsize)
     )
 
 
 def test_a_wrong_kernel_is_refused_and_never_timed(monkeypatch):
     timer = CountingTimer()
     monkeypatch.setattr(
-        kernels, "matmul_fn", lambda dtype, device, fast: lambda a, b: (a @ b) * 1.01
+        matmul, "matmul_fn", lambda dtype, device, fast: lambda a, b: (a @ b) * 1.01
     )
     with pytest.raises(WrongResult, match=r"max relative error 0\.01"):
         measure_matmul(
@@ -79,7 +79,7 @@ def test_a_wrong_kernel_is_refused_and_never_timed(monkeypatch):
 
 
 def test_inputs_are_random_never_zero():
-    a, b = kernels._operands(8, 8, 8, "float16", "cpu", torch.Generator().manual_seed(0))
+    a, b = matmul._operands(8, 8, 8, "float16", "cpu", torch.Generator().manual_seed(0))
     assert a.dtype == torch.float16 and (a != 0).float().mean() > 0.9 and b.std() > 0.5
 
 
@@ -200,10 +200,10 @@ def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):
 
 def test_float8_goes_through_torchs_scaled_matmul_with_a_bfloat16_product():
     # torch runs float8 scaled matmuls on the CPU too, slowly: enough to check the call itself.
-    a, b = kernels._operands(32, 16, 64, "float8_e4m3fn", "cpu", torch.Generator().manual_seed(0))
-    c = kernels.matmul_fn("float8_e4m3fn", "cpu")(a, b)
+    a, b = matmul._operands(32, 16, 64, "float8_e4m3fn", "cpu", torch.Generator().manual_seed(0))
+    c = matmul.matmul_fn("float8_e4m3fn", "cpu")(a, b)
     assert c.dtype == torch.bfloat16 and c.shape == (32, 16)
-    assert kernels.check_product(a, b, c, 8, torch.Generator().manual_seed(1)) < 2e-2
+    assert matmul.check_product(a, b, c, 8, torch.Generator().manual_seed(1)) < 2e-2
 
 
 # --- the kernel that ran, learnt after timing ---------------------------------------------------

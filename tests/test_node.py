@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from roofline.core.schema import measurement
+from roofline.core.measurement import measurement
 from roofline.interpretation.node import median_gpus, node_spread, other_gpu
 from roofline.interpretation.rows import row
 from roofline.measuring.benchmark import READY_TIMEOUT_S

@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from roofline.core.schema import measurement
+from roofline.core.measurement import measurement
 from roofline.device import timing
 from roofline.device.kinds import Kind
 from roofline.device.timing import BenchSettings, HostReading
 from roofline.interpretation.aggregate import aggregate
-from roofline.interpretation.lab_schema import load_lab_params
+from roofline.interpretation.lab_config import load_lab_params
 from roofline.interpretation.rows import row
 from roofline.machines.records import knobs_record, sweep_record
 from roofline.measuring.measure import Target, describe, measure_point

@@ -199,9 +199,9 @@ def test_a_lying_kernels_figures_never_reach_the_results_as_measured(tmp_path, m
 
     import psutil
 
-    from roofline.configuration.config import bench_settings
+    from roofline.configuration.measuring_config import bench_settings
     from roofline.interpretation.aggregate import aggregate
-    from roofline.interpretation.lab_schema import load_lab_params
+    from roofline.interpretation.lab_config import load_lab_params
     from roofline.measuring import benchmark
     from tests import golden
     from tests.conftest import FINGERPRINT, LAPTOP, config, device, measuring

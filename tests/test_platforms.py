@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from roofline.configuration.config import to_plain
+from roofline.configuration.measuring_config import to_plain
 from roofline.core import paths
-from roofline.core.schema import empty, measurement
+from roofline.core.measurement import empty, measurement
 from roofline.device import hardware
 from roofline.device.timing import EventTimer
 from roofline.interpretation.datasheets import judged
@@ -249,7 +249,7 @@ def test_a_laptop_without_apples_gpu_pends_mps_and_measures_its_cpu(
     out = capsys.readouterr().out
     assert f"cpu: here ({FACTS[laptop]['brand']} ({FACTS[laptop]['usable_cores']} cores))" in out
     assert "mps: not on this machine, never measured: pending" in out
-    from roofline.configuration.config import device_config, load_params
+    from roofline.configuration.measuring_config import device_config, load_params
     from roofline.machines.records import decide
 
     dev = device_config(load_params(), "cpu")

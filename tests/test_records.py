@@ -4,8 +4,8 @@ import pytest
 
 from roofline.core.errors import RecordError
 from roofline.core.files import write_json_atomic
+from roofline.core.measurement import SCHEMA_VERSION
 from roofline.core.paths import fingerprint_path, results_path
-from roofline.core.schema import SCHEMA_VERSION
 from roofline.machines import records
 from roofline.machines.records import (
     NEVER,

@@ -8,9 +8,15 @@ import re
 import pandas as pd
 import pytest
 
-from roofline.core import files, schema
+from roofline.core import files
 from roofline.core.files import write_text_atomic
-from roofline.core.schema import SchemaError, empty, measurement, measurement_from_dict
+from roofline.core.measurement import (
+    SCHEMA_VERSION,
+    SchemaError,
+    empty,
+    measurement,
+    measurement_from_dict,
+)
 from roofline.interpretation.aggregate import aggregate, load_record
 from roofline.interpretation.tables import load_table
 from roofline.rendering.appendix import appendix
@@ -218,7 +224,7 @@ def test_a_price_or_peak_changes_the_interpretation_not_the_measurement(tmp_path
     assert "2.50 GHz (set in conf)" in table.peak_source.iloc[0]
 
 
-NEWER = schema.SCHEMA_VERSION + 1  # a record by a version of this lab newer than this one
+NEWER = SCHEMA_VERSION + 1  # a record by a version of this lab newer than this one
 
 
 def test_a_record_is_checked_whole_and_a_newer_one_is_refused_with_the_way_out(tmp_path):
@@ -452,7 +458,7 @@ def test_the_check_command_exits_1_on_a_device_below_its_band_or_a_published_fig
     tmp_path, capsys, achieved, problem
 ):
     from roofline import check
-    from roofline.interpretation.lab_schema import load_lab_params
+    from roofline.interpretation.lab_config import load_lab_params
     from tests.machines import ROOT
 
     cfg = load_lab_params(ROOT / "params.yaml")  # the lab's own datasheets and bands

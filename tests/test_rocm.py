@@ -98,7 +98,7 @@ def test_the_mi300x_line_is_its_datasheets_and_the_radeon_name_gets_none(capsys)
 def test_float8_is_chosen_by_architecture_and_the_other_one_is_skipped_with_a_reason():
     from roofline.core.dtypes import float8_for
     from roofline.gpu_suite import suite_dtypes
-    from roofline.measuring.kernels import unsupported_reason as why
+    from roofline.measuring.matmul import unsupported_reason as why
 
     assert float8_for("gfx942") == "float8_e4m3fnuz" and float8_for("gfx950") == "float8_e4m3fn"
     assert float8_for(None) == "float8_e4m3fn"  # NVIDIA's
@@ -338,7 +338,7 @@ def test_gpu_check_runs_on_a_played_mi300x(tmp_path, machine):
 
 
 def test_a_rocm_device_may_be_recognised_by_its_architecture_alone():
-    from roofline.configuration.config import check
+    from roofline.configuration.measuring_config import check
     from tests.conftest import config, device
 
     shape = {"dtypes": ["float16"], "shapes": [[64, 64, 64]]}

@@ -342,12 +342,12 @@ def test_the_residency_knob_replays_both_sides_from_graphs_captured_on_their_str
 def test_a_call_under_the_graph_threshold_is_also_timed_from_a_graph_and_the_faster_kept(
     played, monkeypatch
 ):
-    from roofline.measuring import kernels
+    from roofline.measuring import matmul
 
     state = played("h100")
-    monkeypatch.setattr(kernels, "GRAPH_BELOW_S", 1e9)  # every call counts as short here
+    monkeypatch.setattr(matmul, "GRAPH_BELOW_S", 1e9)  # every call counts as short here
     cuda = kinds.Cuda(0, gpu_info()[0]["uuid"])
-    point = kernels.measure_matmul(
+    point = matmul.measure_matmul(
         64, 64, 64, "float32", cuda, seed=0, warmup=1, repeats=5, check_rows=8, cache_bytes=None
     )
     assert len(state.captured_on) == 1  # a graph was captured and replayed
@@ -355,8 +355,8 @@ def test_a_call_under_the_graph_threshold_is_also_timed_from_a_graph_and_the_fas
         assert point.buffer_sets >= 1 and len(point.samples) >= 5
     else:
         assert point.timing == "cuda events, calls back to back (a CUDA graph was not faster)"
-    monkeypatch.setattr(kernels, "GRAPH_BELOW_S", 0.0)  # and no call counts as short
-    point = kernels.measure_matmul(
+    monkeypatch.setattr(matmul, "GRAPH_BELOW_S", 0.0)  # and no call counts as short
+    point = matmul.measure_matmul(
         64, 64, 64, "float32", cuda, seed=0, warmup=1, repeats=5, check_rows=8, cache_bytes=None
     )
     assert point.timing == "cuda events, calls back to back" and len(state.captured_on) == 1

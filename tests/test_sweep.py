@@ -1,6 +1,6 @@
 """Sweep shapes, and a sweep measured within its budget, on the CPU at tiny sizes."""
 
-from roofline.configuration.config import bench_settings
+from roofline.configuration.measuring_config import bench_settings
 from roofline.measuring.sweep import measure_sweep, sweep_shapes
 from tests.conftest import FINGERPRINT, LAPTOP, config, device
 

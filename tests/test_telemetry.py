@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from roofline.core.schema import WindowTelemetry
+from roofline.core.measurement import WindowTelemetry
 from roofline.device.telemetry import (
     CLOCK_EVENT_REASONS,
     Sampler,

@@ -202,7 +202,7 @@ def test_the_sustained_window_is_a_gpus_by_default_and_a_cpus_only_when_asked():
 
 
 def test_a_long_window_of_short_calls_keeps_each_samples_mean_call():
-    from roofline.measuring.kernels import batched, measure_matmul
+    from roofline.measuring.matmul import batched, measure_matmul
 
     timer = CountingTimer()
     kind = kinds.Kind()

@@ -6,6 +6,6 @@ written."""
 
 from hydra.core.config_store import ConfigStore
 
-from roofline.interpretation.lab_schema import LabConfig
+from roofline.interpretation.lab_config import LabConfig
 
 ConfigStore.instance().store(name="roofline_schema", node=LabConfig)

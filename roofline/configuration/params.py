@@ -1,6 +1,6 @@
 """params.yaml as plain data, read with libyaml: every stage reads it and the probes run on
 every `dvc repro`, so reading it must cost next to nothing. What a probe reads of a device (`kind`,
-`recognise`) is checked here; the rest by the schema (roofline/configuration/config.py), which
+`recognise`) is checked here; the rest by the schema (roofline/configuration/measuring_config.py), which
 measuring stages build and which costs a probe more than its own work."""
 
 import re
@@ -53,7 +53,7 @@ class MeasuringDevice(ProbeDevice):
 
 
 class PublishedParams(TypedDict):
-    """A published figure of a datasheet line (roofline.interpretation.lab_schema.Published)."""
+    """A published figure of a datasheet line (roofline.interpretation.lab_config.Published)."""
 
     dtype: str
     shape: list[int]  # [M, N, K]
@@ -64,7 +64,7 @@ class PublishedParams(TypedDict):
 
 
 class SkuParams(TypedDict):
-    """One datasheet line of a device (roofline.interpretation.lab_schema.Sku)."""
+    """One datasheet line of a device (roofline.interpretation.lab_config.Sku)."""
 
     name: str
     sku: str
@@ -82,7 +82,7 @@ class SkuParams(TypedDict):
 
 
 class DeviceParams(MeasuringDevice):
-    """A device's entry in params.yaml, whole (roofline.interpretation.lab_schema.LabDevice)."""
+    """A device's entry in params.yaml, whole (roofline.interpretation.lab_config.LabDevice)."""
 
     skus: dict[str, SkuParams]
     show_pending: bool
@@ -95,7 +95,7 @@ BenchParams = dict[str, float | int | bool]
 
 
 class SweepParams(TypedDict):
-    """params.yaml's `sweep` (roofline.configuration.config.SweepConfig)."""
+    """params.yaml's `sweep` (roofline.configuration.measuring_config.SweepConfig)."""
 
     name: str
     budget_s: dict[str, float]
@@ -107,7 +107,7 @@ class SweepParams(TypedDict):
 
 
 class KnobsParams(TypedDict):
-    """params.yaml's `knobs` (roofline.configuration.config.KnobsConfig)."""
+    """params.yaml's `knobs` (roofline.configuration.measuring_config.KnobsConfig)."""
 
     name: str
     rounds: int
@@ -118,7 +118,7 @@ class KnobsParams(TypedDict):
 
 class Params(TypedDict):
     """params.yaml as composed, read as plain data (read_params); its schema is
-    roofline.interpretation.lab_schema.LabConfig."""
+    roofline.interpretation.lab_config.LabConfig."""
 
     bench: BenchParams
     sweep: SweepParams

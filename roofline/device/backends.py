@@ -96,7 +96,7 @@ def backend(
     matmul: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
 ) -> Backend:
     """The backend `name` (or a function of two numpy arrays itself); `matmul` is torch's own
-    for the dtype (roofline.measuring.kernels)."""
+    for the dtype (roofline.measuring.matmul)."""
     if name == "torch":
         return Backend(name, lambda a, b: (a, b), matmul, lambda c: c)
     import torch

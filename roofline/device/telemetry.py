@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from roofline.core.schema import WindowTelemetry
+from roofline.core.measurement import WindowTelemetry
 from roofline.device.description import NvmlLimits
 
 # NVML clock-event reason bits, as nvml.h defines them. "gpu_idle" is left out of what a row

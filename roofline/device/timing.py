@@ -77,7 +77,7 @@ class SampleOptions(TypedDict):
 @dataclass
 class BenchSettings:
     """How every point is measured: the pipeline's `bench` (its Hydra schema,
-    roofline/configuration/config.py, is this class; conf/config.yaml sets it), the GPU suite's,
+    roofline/configuration/measuring_config.py, is this class; conf/config.yaml sets it), the GPU suite's,
     and, each with its own window put in by `dataclasses.replace`, the sweep's and the knobs'.
     Defined once, here, so that no copy of it times differently; standard library only, for a bare
     GPU image."""
@@ -110,7 +110,7 @@ class BenchSettings:
         return self.sustained_seconds if kind != "cpu" or self.sustained_cpu else 0.0
 
     def sample_options(self) -> SampleOptions:
-        """The keywords `sample` takes from these settings (roofline.measuring.kernels passes them
+        """The keywords `sample` takes from these settings (roofline.measuring.matmul passes them
         on), so a setting the timer reads reaches it without each caller naming it."""
         return {
             "warmup": self.warmup,

@@ -10,10 +10,10 @@ from typing import Any, NamedTuple
 import pandas as pd
 from omegaconf import DictConfig
 
-from roofline.configuration.config import bench_settings, to_plain
+from roofline.configuration.measuring_config import bench_settings, to_plain
 from roofline.core.errors import SchemaError
 from roofline.core.files import read_json
-from roofline.core.schema import RESTORE, check_version, fits, measurement_from_dict
+from roofline.core.measurement import RESTORE, check_version, fits, measurement_from_dict
 from roofline.interpretation.ceilings import headline, past_the_cache
 from roofline.interpretation.datasheets import judged, measured_name
 from roofline.interpretation.interpret import JudgedDevice, interpret, lab_checks, peaks

@@ -8,7 +8,7 @@ a measuring stage, so adding or fixing a line re-renders and re-measures nothing
 A measured name with no line (a new variant, a MIG slice) keeps its measurement and gets no MFU;
 `missing` says which line to add. The lab's band and done threshold sit on the line they were
 written for, so they apply to that SKU only. The lines' schema is
-roofline/interpretation/lab_schema.py;
+roofline/interpretation/lab_config.py;
 this module is plain Python, so the GPU suite reads conf files without omegaconf."""
 
 from __future__ import annotations

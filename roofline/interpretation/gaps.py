@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from roofline.core.schema import THREADS_KNOB
+from roofline.core.measurement import THREADS_KNOB
 from roofline.interpretation.breakdown import Step, StepId, Threading, breakdown
 from roofline.interpretation.ceilings import measured_ceilings, per_call_overheads, ran_tile, why
 from roofline.interpretation.manifest import (

@@ -12,7 +12,7 @@ from typing import Any, TypedDict
 from roofline.configuration.params import RENTED_KINDS, MeasuringDevice, PublishedParams
 from roofline.core.arithmetic import cpu_flop_per_cycle
 from roofline.core.dtypes import DTYPES
-from roofline.core.schema import Measurement
+from roofline.core.measurement import Measurement
 from roofline.interpretation.manifest import DeviceEntry, PublishedFigure
 from roofline.interpretation.node import median_gpus
 from roofline.interpretation.roofs import cpu_peak_tflops, implied_clock_ghz

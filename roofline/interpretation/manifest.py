@@ -15,7 +15,7 @@ from typing import Any, TypedDict
 
 from roofline.configuration.params import KINDS, BenchParams
 from roofline.core.errors import SchemaError
-from roofline.core.schema import fits, typing_name
+from roofline.core.measurement import fits, typing_name
 from roofline.device.backends import Library
 from roofline.device.timing import BenchSettings
 
@@ -96,7 +96,7 @@ class PublishedFigure:
     shape: list[int]  # [M, N, K]
     tflops: float
     source: str
-    window: str = ""  # burst, sustained, or "": its source does not say (lab_schema.WINDOWS)
+    window: str = ""  # burst, sustained, or "": its source does not say (lab_config.WINDOWS)
     best_shape: bool = False  # its source's best shape: shown as such, never a yardstick
 
 
@@ -299,7 +299,7 @@ def allowed(kind: Any) -> str:
 
 def read_as(kind: Any, value: Any, name: str, where: str, fix: str = REMAKE) -> Any:
     """A JSON value as `kind`: a record, a list or JSON object of them, or a plain value checked
-    as roofline.core.schema checks a row's (bool is no number; numbers finite); SchemaError names
+    as roofline.core.measurement checks a row's (bool is no number; numbers finite); SchemaError names
     the
     field (`name`, dotted) in `where` (the file and device), and `fix`, how to mend it. A typed
     dictionary (a block a measuring stage records in a shape of its own, roofline.device) is

@@ -6,7 +6,7 @@ figure."""
 import statistics
 
 from roofline.core import arithmetic as ar
-from roofline.core.schema import Measurement, TimingMode
+from roofline.core.measurement import Measurement, TimingMode
 
 # A noisy timed window. Each threshold is from this project's 2-core CI machine (AMD EPYC, a VM),
 # float32 48^3 to 4096^3 through torch and numpy, quiet against `python3 -c 'while True: pass'` on

@@ -8,7 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from roofline.core import arithmetic as ar
-from roofline.core.schema import KnobMeasurement, Measurement, WindowTelemetry
+from roofline.core.measurement import KnobMeasurement, Measurement, WindowTelemetry
 from roofline.interpretation.noise import noise
 from roofline.interpretation.roofs import joules_per_tflop, mfu
 

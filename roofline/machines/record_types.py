@@ -56,7 +56,7 @@ class CopyCeiling(TypedDict):
 
 class Record(TypedDict):
     """A measuring stage's record (results.json, sweep.json, knobs.json), in SCHEMA_VERSION:
-    what aggregate reads back. Its rows are checked apart, row by row (roofline.core.schema)."""
+    what aggregate reads back. Its rows are checked apart, row by row (roofline.core.measurement)."""
 
     schema: int
     device: str

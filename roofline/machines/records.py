@@ -32,8 +32,8 @@ import yaml
 from roofline.configuration.params import STAGE_PARAMS
 from roofline.core.errors import RecordError
 from roofline.core.files import read_json
+from roofline.core.measurement import SCHEMA_VERSION, check_version, empty
 from roofline.core.paths import RECORDS, device_dir, fingerprint_path, results_path
-from roofline.core.schema import SCHEMA_VERSION, check_version, empty
 from roofline.device.description import Found, Identity
 from roofline.device.hardware import BOOT_CACHE, live_hardware
 from roofline.machines.identity import describe, describe_apart, locate, same_machine

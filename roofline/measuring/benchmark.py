@@ -22,8 +22,8 @@ import torch
 from roofline.configuration.params import RENTED_KINDS
 from roofline.core import arithmetic as ar
 from roofline.core.errors import ConfigError, HardwareError
+from roofline.core.measurement import SCHEMA_VERSION, Measurement, measurement_from_dict
 from roofline.core.progress import progress, say
-from roofline.core.schema import SCHEMA_VERSION, Measurement, measurement_from_dict
 from roofline.device.backends import libraries
 from roofline.device.cache_ceilings import (
     CacheBandwidth,

@@ -12,7 +12,7 @@ import sys
 import torch
 
 from roofline.device.timing import BenchSettings, HostTimer, sample
-from roofline.measuring.kernels import WrongResult, prepare_matmul
+from roofline.measuring.matmul import WrongResult, prepare_matmul
 
 
 def main(argv: list[str]) -> None:

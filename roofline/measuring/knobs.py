@@ -28,12 +28,12 @@ from roofline.configuration.params import RENTED_KINDS
 from roofline.core import arithmetic as ar
 from roofline.core.dtypes import float8_for
 from roofline.core.errors import RooflineError
-from roofline.core.schema import THREADS_KNOB, KnobMeasurement
+from roofline.core.measurement import THREADS_KNOB, KnobMeasurement
 from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.kinds import Unavailable
 from roofline.device.peakflops import naive_matmul
 from roofline.device.timing import BenchSettings, Timer, sample
-from roofline.measuring.kernels import (
+from roofline.measuring.matmul import (
     Prepared,
     WrongResult,
     float32_math,

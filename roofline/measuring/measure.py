@@ -19,11 +19,11 @@ import torch
 from roofline.core import arithmetic as ar
 from roofline.core.dtypes import DTYPES, LAB_DTYPE
 from roofline.core.errors import RooflineError
-from roofline.core.schema import Measurement, empty, measurement
+from roofline.core.measurement import Measurement, empty, measurement
 from roofline.device import backends, kinds, telemetry
 from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.timing import BenchSettings
-from roofline.measuring.kernels import (
+from roofline.measuring.matmul import (
     Point,
     WrongResult,
     float32_math,
@@ -115,7 +115,7 @@ def measure_point(
     log: Callable[[str], None] | None = None,
 ) -> Measurement:
     """One (dtype, shape, backend): skipped, failed (wrong result, never timed) or measured.
-    `calls_per_sample`: calls in each timed sample (roofline.measuring.kernels.measure_matmul).
+    `calls_per_sample`: calls in each timed sample (roofline.measuring.matmul.measure_matmul).
     A measured point records the kernel that ran (`kernel_that_ran`); `log` says why where it
     could not be learnt (standard error by default)."""
     gpu = cast(GpuInfo, found)  # its GPU fields, read with .get: a CPU's part has none

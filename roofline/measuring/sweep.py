@@ -7,8 +7,8 @@ from dataclasses import asdict, replace
 from typing import TYPE_CHECKING
 
 from roofline.core.arithmetic import matmul_flops
+from roofline.core.measurement import empty
 from roofline.core.progress import progress, say
-from roofline.core.schema import empty
 from roofline.machines.record_types import Fingerprint, Record
 from roofline.machines.records import sweep_record
 from roofline.measuring.benchmark import run_info, started

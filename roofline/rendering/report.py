@@ -228,7 +228,7 @@ def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:
     )
 
 
-# A published figure's window (roofline.interpretation.lab_schema.WINDOWS) in a reader's words.
+# A published figure's window (roofline.interpretation.lab_config.WINDOWS) in a reader's words.
 WINDOW_WORDS = {
     "burst": "a burst",
     "sustained": "sustained",

@@ -18,7 +18,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from roofline.core.schema import (
+from roofline.core.measurement import (
     WindowTelemetry,
     knob_from_dict,
     measurement,
@@ -26,7 +26,7 @@ from roofline.core.schema import (
 )
 from roofline.device.telemetry import shares_text
 from roofline.interpretation.aggregate import aggregate
-from roofline.interpretation.lab_schema import load_lab_params
+from roofline.interpretation.lab_config import load_lab_params
 from roofline.machines.records import knobs_record, pending_record, sweep_record
 from roofline.rendering.appendix import appendix
 from roofline.rendering.report import render

@@ -1,4 +1,4 @@
-"""The lab's whole config schema: the measuring schema (roofline/configuration/config.py) and each
+"""The lab's whole config schema: the measuring schema (roofline/configuration/measuring_config.py) and each
 device's datasheet lines (`skus`), price and pod task. Read by the aggregate stage, composition and
 the launcher; never by a measuring stage, so a datasheet fix re-measures nothing."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig
 
-from roofline.configuration.config import PARAMS_FILE, Config, DeviceConfig, load_params
+from roofline.configuration.measuring_config import PARAMS_FILE, Config, DeviceConfig, load_params
 from roofline.core.arithmetic import matmul_bytes
 from roofline.core.dtypes import NAMES
 from roofline.interpretation.datasheets import ANY

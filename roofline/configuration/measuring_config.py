@@ -36,7 +36,7 @@ Kind = Enum("Kind", {name: name for name in KINDS})
 @dataclass
 class DeviceConfig:
     """What a device's measuring stages read of it (MEASURING_KEYS). Its datasheets, price and
-    the lab's bands are interpretation (roofline.interpretation.lab_schema), so a fix there
+    the lab's bands are interpretation (roofline.interpretation.lab_config), so a fix there
     re-renders the
     deliverables and re-measures nothing."""
 
@@ -274,7 +274,7 @@ def parse_params(
 ) -> DictConfig:
     """Composed params (YAML text) merged onto `schema` and checked against `conf`. The
     measuring schema (`Config`) reads only each device's MEASURING_KEYS, so a measuring stage
-    never sees, nor depends on, the interpretation (roofline.interpretation.lab_schema adds it)."""
+    never sees, nor depends on, the interpretation (roofline.interpretation.lab_config adds it)."""
     try:
         data = load_yaml(text, where)
         if schema is Config and isinstance(data, dict):  # the measuring view: no interpretation

@@ -43,7 +43,7 @@ class TimingMode(enum.StrEnum):
     GRAPH = "graph"  # a CUDA graph of calls, replayed back to back, per call
 
 
-# How the timers (roofline.device.kinds) and roofline.measuring.kernels describe a timing: "host
+# How the timers (roofline.device.kinds) and roofline.measuring.matmul describe a timing: "host
 # clock", "cuda events, calls back to back" (or "mps events"; "... (a CUDA graph was not faster)"),
 # "CUDA graph of 4 calls, replayed back to back". The texts records written before timing_mode carry
 # (what HostTimer and a graph said then).
