@@ -12,6 +12,7 @@ rotated -> resident in L2 (why a benchmark must rotate them)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -183,38 +184,58 @@ def cpu_knobs(target: Target, found: CpuInfo, config: Any, s: Settings) -> list[
     ]
 
 
-def gpu_knobs(target: Target, found: GpuInfo, config: Any, s: Settings, tuning: Path) -> list[Knob]:
-    shape, small, l2 = list(config.shape), list(config.small_shape), list(config.l2_shape)
-    kind, capability = target.kind, found.get("compute_capability")
-    architecture = found.get("architecture")  # an AMD GPU's (ROCm); None on NVIDIA
-    fp8 = float8_for(architecture)  # float8_e4m3fnuz on MI300 (gfx94x), else OCP's
-    timer = kind.timer()
+@dataclass
+class GpuKnobs:
+    """The GPU's knobs, each a method giving its two sides, on this GPU with these settings."""
 
-    def side(label: str, dtype: str, size: list[int], **options: Any) -> Side:
+    target: Target
+    found: GpuInfo
+    s: Settings
+    tuning: Path  # TunableOp's results file
+    shape: list[int]  # the lab's shape
+    small: list[int]  # a call short enough that launching it costs
+    l2: list[int]  # a memory-bound shape whose operands fit in L2
+
+    @functools.cached_property
+    def timer(self) -> Timer:  # one for every side, as the stage's other timings
+        return self.target.kind.timer()
+
+    @property
+    def fp8(self) -> str:
+        return float8_for(self.found.get("architecture"))  # fnuz on MI300 (gfx94x), else OCP's
+
+    def side(self, label: str, dtype: str, size: list[int], **options: Any) -> Side:
         around = options.pop("around", lambda: float32_math(dtype))
         with around():  # checked as it is timed: under the same switch
-            prepared = matmul(target, dtype, size, s, **options)
-        return in_process(label, prepared, timer, s, around)
+            prepared = matmul(self.target, dtype, size, self.s, **options)
+        return in_process(label, prepared, self.timer, self.s, around)
 
-    def needs(dtype: str, size: list[int]) -> None:
+    def timed(self, label: str, prepared: Prepared, per_call: int = 1) -> Side:
+        return in_process(label, prepared, self.timer, self.s, per_call=per_call)
+
+    def needs(self, dtype: str, size: list[int]) -> None:
+        architecture = self.found.get("architecture")  # an AMD GPU's (ROCm); None on NVIDIA
         gpu = "rocm" if architecture else "cuda"  # the kind of GPU its description is
+        capability = self.found.get("compute_capability")
         reason = unsupported_reason(dtype, gpu, None, capability, size, architecture)
         if reason:
             raise Unavailable(reason)
 
-    def ladder(low: str, high: str) -> Callable[[], tuple[Side, Side]]:
+    def ladder(self, low: str, high: str) -> Callable[[], tuple[Side, Side]]:
         def sides() -> tuple[Side, Side]:
-            needs(low, shape)
-            needs(high, shape)
-            return side(low, low, shape), side(high, high, shape)
+            self.needs(low, self.shape)
+            self.needs(high, self.shape)
+            return self.side(low, low, self.shape), self.side(high, high, self.shape)
 
         return sides
 
-    def fast_accumulation() -> tuple[Side, Side]:
-        needs(fp8, shape)
-        return side("exact", fp8, shape), side("fast", fp8, shape, fast_accum=True)
+    def fast_accumulation(self) -> tuple[Side, Side]:
+        self.needs(self.fp8, self.shape)
+        exact = self.side("exact", self.fp8, self.shape)
+        return exact, self.side("fast", self.fp8, self.shape, fast_accum=True)
 
-    def tunable_op() -> tuple[Side, Side]:
+    def tunable_op(self) -> tuple[Side, Side]:
+        kind = self.target.kind
         offered, which = kind.tunable_offers()
         if offered == 1:
             # Both sides would be the same kernel, and a ~1.0x would read as a knob that does
@@ -222,12 +243,18 @@ def gpu_knobs(target: Target, found: GpuInfo, config: Any, s: Settings, tuning: 
             raise Unavailable(
                 f"TunableOp offers 1 solution on this build ({which}): nothing to tune"
             )
-        heuristic = side(
-            f"{kind.blas}'s heuristic", "float16", shape, around=lambda: kind.tunable(False, tuning)
+        heuristic = self.side(
+            f"{kind.blas}'s heuristic",
+            "float16",
+            self.shape,
+            around=lambda: kind.tunable(False, self.tuning),
         )
         picked = len(kind.tuned_solutions())
-        tuned = side(
-            "TunableOp's search", "float16", shape, around=lambda: kind.tunable(True, tuning)
+        tuned = self.side(
+            "TunableOp's search",
+            "float16",
+            self.shape,
+            around=lambda: kind.tunable(True, self.tuning),
         )
         # What its search of this shape picked (float64's product check is tuned too).
         won = [name for op, name in kind.tuned_solutions()[picked:] if "_Half_" in op]
@@ -235,78 +262,105 @@ def gpu_knobs(target: Target, found: GpuInfo, config: Any, s: Settings, tuning: 
         tuned.label = f"TunableOp's search of {which}, which picked {won}"
         return heuristic, tuned
 
-    def graph() -> tuple[Side, Side]:
-        eager = matmul(target, "float16", small, s)
-        replay = Prepared(kind.graph(eager.call, eager.sets), eager.check_error, 1)
-        return in_process("eager", eager, timer, s), in_process(
-            "CUDA graph", replay, timer, s, per_call=eager.sets
-        )
+    def graph(self) -> tuple[Side, Side]:
+        eager = matmul(self.target, "float16", self.small, self.s)
+        replay = Prepared(self.target.kind.graph(eager.call, eager.sets), eager.check_error, 1)
+        return self.timed("eager", eager), self.timed("CUDA graph", replay, per_call=eager.sets)
 
-    def residency() -> tuple[Side, Side]:
+    def residency(self) -> tuple[Side, Side]:
         # A memory-bound shape whose operands fit in L2: rotated over sets that do not, its
         # operands come from memory; one set stays in L2. Both sides replayed from CUDA graphs
         # of the same number of calls, so launch cost is in neither.
-        needs_l2 = ar.matmul_bytes(*l2, "float16")
-        if not target.cache_bytes or 2 * needs_l2 > target.cache_bytes:
+        cache = self.target.cache_bytes
+        needs_l2 = ar.matmul_bytes(*self.l2, "float16")
+        if not cache or 2 * needs_l2 > cache:
             raise Unavailable(
-                f"{l2} in float16 ({needs_l2 / 2**20:.1f} MiB) does not fit twice in this "
-                f"GPU's L2 ({(target.cache_bytes or 0) / 2**20:.0f} MiB)"
+                f"{self.l2} in float16 ({needs_l2 / 2**20:.1f} MiB) does not fit twice in this "
+                f"GPU's L2 ({(cache or 0) / 2**20:.0f} MiB)"
             )
-        rotated = matmul(target, "float16", l2, s)
-        resident = matmul(target, "float16", l2, s, sets=1)
-        calls = rotated.sets
+        rotated = matmul(self.target, "float16", self.l2, self.s)
+        resident = matmul(self.target, "float16", self.l2, self.s, sets=1)
+        calls, graph = rotated.sets, self.target.kind.graph
         return (
-            in_process(
+            self.timed(
                 f"rotated over {calls} sets",
-                Prepared(kind.graph(rotated.call, calls), rotated.check_error, 1),
-                timer,
-                s,
+                Prepared(graph(rotated.call, calls), rotated.check_error, 1),
                 per_call=calls,
             ),
-            in_process(
+            self.timed(
                 "resident in L2",
-                Prepared(kind.graph(resident.call, calls), resident.check_error, 1),
-                timer,
-                s,
+                Prepared(graph(resident.call, calls), resident.check_error, 1),
                 per_call=calls,
             ),
         )
 
-    return [
-        Knob("float32 -> tf32", "float32", "tf32", "tf32", shape, True, ladder("float32", "tf32")),
-        Knob(
-            "tf32 -> float16", "tf32", "float16", "float16", shape, True, ladder("tf32", "float16")
-        ),
-        Knob(
-            "float16 -> float8",
-            "float16",
-            fp8,
-            fp8,
-            shape,
-            False,
-            ladder("float16", fp8),
-        ),
-        Knob(
-            "float8 fast accumulation",
-            "exact",
-            "fast",
-            fp8,
-            shape,
-            False,
-            fast_accumulation,
-        ),
-        Knob(  # the GPU's own BLAS: cuBLASLt, or hipBLASLt on ROCm
-            f"{kind.blas} -> TunableOp",
-            "heuristic",
-            "TunableOp",
-            "float16",
-            shape,
-            False,
-            tunable_op,
-        ),
-        Knob("eager -> CUDA graph", "eager", "CUDA graph", "float16", small, None, graph),
-        Knob("rotated -> L2-resident", "rotated", "resident", "float16", l2, None, residency),
-    ]
+    def knobs(self) -> list[Knob]:
+        shape, fp8, blas = self.shape, self.fp8, self.target.kind.blas
+        return [
+            Knob(
+                "float32 -> tf32",
+                "float32",
+                "tf32",
+                "tf32",
+                shape,
+                True,
+                self.ladder("float32", "tf32"),
+            ),
+            Knob(
+                "tf32 -> float16",
+                "tf32",
+                "float16",
+                "float16",
+                shape,
+                True,
+                self.ladder("tf32", "float16"),
+            ),
+            Knob(
+                "float16 -> float8", "float16", fp8, fp8, shape, False, self.ladder("float16", fp8)
+            ),
+            Knob(
+                "float8 fast accumulation",
+                "exact",
+                "fast",
+                fp8,
+                shape,
+                False,
+                self.fast_accumulation,
+            ),
+            # The GPU's own BLAS: cuBLASLt, or hipBLASLt on ROCm.
+            Knob(
+                f"{blas} -> TunableOp",
+                "heuristic",
+                "TunableOp",
+                "float16",
+                shape,
+                False,
+                self.tunable_op,
+            ),
+            Knob(
+                "eager -> CUDA graph",
+                "eager",
+                "CUDA graph",
+                "float16",
+                self.small,
+                None,
+                self.graph,
+            ),
+            Knob(
+                "rotated -> L2-resident",
+                "rotated",
+                "resident",
+                "float16",
+                self.l2,
+                None,
+                self.residency,
+            ),
+        ]
+
+
+def gpu_knobs(target: Target, found: GpuInfo, config: Any, s: Settings, tuning: Path) -> list[Knob]:
+    shapes = (list(config.shape), list(config.small_shape), list(config.l2_shape))
+    return GpuKnobs(target, found, s, tuning, *shapes).knobs()
 
 
 def measure_knob(name: str, knob: Knob, s: Settings) -> KnobMeasurement:
