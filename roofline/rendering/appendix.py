@@ -185,15 +185,9 @@ def device_section(
     return out + (["", *ladder] if ladder else [])
 
 
-def appendix(
-    rows: pd.DataFrame, manifest: Manifest | ManifestJson, knobs: pd.DataFrame | None = None
-) -> str:
-    """Everything the page leaves out: every row, each device's whole story (gap, breakdown,
-    cost, roofline check, knob ladder), each point against the roofline's prediction."""
-    manifest = as_manifest(manifest)
-    sweep = manifest.sweep
-    knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
-    out = [
+def header(rows: pd.DataFrame, sweep: str) -> list[str]:
+    """What the figures mean, and every lab row."""
+    return [
         "# Appendix: how each figure was measured, and every point",
         "",
         "FLOPs = 2·M·N·K; bytes = (M·K + K·N)·input size + M·N·output size, the ideal-cache "
@@ -208,10 +202,43 @@ def appendix(
         "`devices/<name>/*.json` and `manifest.json`.",
         "",
         table(rows[rows.series == "lab"]),
-        "",
-        "## Each device",
     ]
-    for name in dict.fromkeys(rows.device):
+
+
+def prediction_section(name: str, entry: DeviceEntry, rows: pd.DataFrame) -> list[str]:
+    """A measured device's points against the roofline's prediction, then its rows not measured."""
+    pred = predictions(rows, {name: run_of(entry).memory_copy.gbps})
+    out = [
+        f"### {name}",
+        "",
+        "| series | dtype | M×N×K | FLOP/byte | TFLOP/s | measured s | predicted s | error | bound |",
+        "|---|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in pred.itertuples():
+        error = "defines it" if r.defines_ceiling else f"{r.error:+.0%}"
+        out.append(
+            f"| {r.series} | {r.dtype} | {r.m}×{r.n}×{r.k} | {r.arithmetic_intensity:.1f} | "
+            f"{r.achieved_tflops:.4g} | {r.median_s:.3g} | {r.predicted_s:.3g} | "
+            f"{error} | {r.bound} |"
+        )
+    skipped = rows[rows.status != "measured"]
+    out += [""] if not skipped.empty else []
+    return out + [
+        f"- {r.series} {r.dtype} {r.m}×{r.n}×{r.k}: {r.status}: {r.reason}"
+        for r in skipped.itertuples()
+    ]
+
+
+def appendix(
+    rows: pd.DataFrame, manifest: Manifest | ManifestJson, knobs: pd.DataFrame | None = None
+) -> str:
+    """Everything the page leaves out: every row, each device's whole story (gap, breakdown,
+    cost, roofline check, knob ladder), each point against the roofline's prediction."""
+    manifest = as_manifest(manifest)
+    knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
+    names = list(dict.fromkeys(rows.device))
+    out = [*header(rows, manifest.sweep), "", "## Each device"]
+    for name in names:
         entry, own = manifest.devices[name], knobs[knobs.device == name]
         out += ["", *device_section(name, entry, rows[rows.device == name], own)]
     if manifest.knobs != "none":
@@ -221,36 +248,15 @@ def appendix(
         "",
         "## Every measured point against the roofline's prediction",
         "",
-        f"Sweep: {sweep}. Predicted time = max(FLOPs / measured ceiling of the dtype, bytes / "
-        "measured copy bandwidth); error = measured / predicted - 1. Each dtype's best point "
-        "defines its ceiling, so its prediction is exact by construction: its error reads "
+        f"Sweep: {manifest.sweep}. Predicted time = max(FLOPs / measured ceiling of the dtype, "
+        "bytes / measured copy bandwidth); error = measured / predicted - 1. Each dtype's best "
+        "point defines its ceiling, so its prediction is exact by construction: its error reads "
         '"defines it".',
         "",
         "![sweeps](roofline-sweeps.png)",
     ]
-    for name in dict.fromkeys(rows.device):
+    for name in names:
         entry = manifest.devices[name]
-        if entry.status != "measured":
-            continue
-        pred = predictions(rows[rows.device == name], {name: run_of(entry).memory_copy.gbps})
-        out += [
-            "",
-            f"### {name}",
-            "",
-            "| series | dtype | M×N×K | FLOP/byte | TFLOP/s | measured s | predicted s | error | bound |",
-            "|---|---|---|---:|---:|---:|---:|---:|---|",
-        ]
-        for r in pred.itertuples():
-            error = "defines it" if r.defines_ceiling else f"{r.error:+.0%}"
-            out.append(
-                f"| {r.series} | {r.dtype} | {r.m}×{r.n}×{r.k} | {r.arithmetic_intensity:.1f} | "
-                f"{r.achieved_tflops:.4g} | {r.median_s:.3g} | {r.predicted_s:.3g} | "
-                f"{error} | {r.bound} |"
-            )
-        skipped = rows[(rows.device == name) & (rows.status != "measured")]
-        out += [""] if not skipped.empty else []
-        out += [
-            f"- {r.series} {r.dtype} {r.m}×{r.n}×{r.k}: {r.status}: {r.reason}"
-            for r in skipped.itertuples()
-        ]
+        if entry.status == "measured":
+            out += ["", *prediction_section(name, entry, rows[rows.device == name])]
     return "\n".join(out) + "\n"

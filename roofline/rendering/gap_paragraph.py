@@ -189,29 +189,33 @@ def cache_sentences(entry: DeviceEntry) -> list[str]:
 
 
 def telemetry_sentences(head: Any, entry: DeviceEntry) -> list[str]:
-    if pd.notna(head.sm_clock_mhz):
-        text = f"During the timed window the SM clock averaged {head.sm_clock_mhz:.0f} MHz"
-        assumed = entry.datasheet.peak_clock_mhz
-        if assumed:
-            text += (
-                f", {ratio(head.sm_clock_mhz, assumed):.0%} of the {assumed:.0f} MHz the datasheet peak "
-                "assumes"
-            )
-        if pd.notna(head.sm_clock_max_mhz) and head.sm_clock_max_mhz:
-            text += f" (NVML's maximum: {head.sm_clock_max_mhz:.0f} MHz)"
-        if pd.notna(head.power_w):
-            text += f", at {head.power_w:.0f} W ({head.joules_per_tflop:.2f} J per TFLOP)"
-        reasons = head.throttle_reasons if isinstance(head.throttle_reasons, str) else ""
-        text += (
-            f"; clock limits reported: {reasons.replace('+', ', ')}."
-            if reasons
-            else "; no clock limit was reported."
+    """The timed window's clock, power and clock limits, each clause from its own reading."""
+    if pd.isna(head.sm_clock_mhz):
+        library = RENTED_KINDS.get(entry.kind)
+        return (
+            [f"No {library} telemetry was recorded, so the clock under load is unknown."]
+            if library
+            else []
         )
-        return [text]
-    if entry.kind in RENTED_KINDS:
-        library = RENTED_KINDS[entry.kind]
-        return [f"No {library} telemetry was recorded, so the clock under load is unknown."]
-    return []
+    assumed = entry.datasheet.peak_clock_mhz
+    reasons = head.throttle_reasons if isinstance(head.throttle_reasons, str) else ""
+    clauses = [
+        f"During the timed window the SM clock averaged {head.sm_clock_mhz:.0f} MHz",
+        f", {ratio(head.sm_clock_mhz, assumed):.0%} of the {assumed:.0f} MHz the datasheet peak "
+        "assumes"
+        if assumed
+        else "",
+        f" (NVML's maximum: {head.sm_clock_max_mhz:.0f} MHz)"
+        if pd.notna(head.sm_clock_max_mhz) and head.sm_clock_max_mhz
+        else "",
+        f", at {head.power_w:.0f} W ({head.joules_per_tflop:.2f} J per TFLOP)"
+        if pd.notna(head.power_w)
+        else "",
+        f"; clock limits reported: {reasons.replace('+', ', ')}."
+        if reasons
+        else "; no clock limit was reported.",
+    ]
+    return ["".join(clauses)]
 
 
 def forced_sentences(entry: DeviceEntry) -> list[str]:
