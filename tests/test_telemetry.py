@@ -147,22 +147,25 @@ def test_reasons_not_read_are_told_apart_from_none_set():
 
 
 def test_a_window_with_no_clock_says_why_on_a_rented_gpu_and_nothing_on_a_cpu():
+    from dataclasses import asdict
     from types import SimpleNamespace
 
+    from roofline.core.measurement import WindowTelemetry
     from roofline.rendering.gap_paragraph import telemetry_sentences
 
-    head = SimpleNamespace(sm_clock_mhz=float("nan"))
+    def row(**read: object) -> SimpleNamespace:
+        """A results row's telemetry as the pages read it: every field of the record, what was
+        not read NaN (as pandas gives it), so a field the record gains needs no edit here."""
+        fields = asdict(WindowTelemetry(**read))
+        return SimpleNamespace(**{k: float("nan") if v is None else v for k, v in fields.items()})
+
+    head = row()
     gpu = SimpleNamespace(kind="rocm", datasheet=SimpleNamespace(peak_clock_mhz=2100))
     assert telemetry_sentences(head, gpu) == [
         "No amdsmi telemetry was recorded, so the clock under load is unknown."
     ]
     assert telemetry_sentences(head, SimpleNamespace(kind="cpu", datasheet=None)) == []
-    clocked = SimpleNamespace(
-        sm_clock_mhz=1050.0,
-        sm_clock_max_mhz=float("nan"),
-        power_w=float("nan"),
-        throttle_reasons="hw_slowdown+sw_power_cap",
-    )
+    clocked = row(sm_clock_mhz=1050.0, throttle_reasons="hw_slowdown+sw_power_cap")
     assert telemetry_sentences(clocked, gpu) == [
         "During the timed window the SM clock averaged 1050 MHz, 50% of the 2100 MHz the "
         "datasheet peak assumes; clock limits reported: hw_slowdown, sw_power_cap."
