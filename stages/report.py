@@ -7,6 +7,7 @@ from roofline.core import spent
 from roofline.core.deliverables import outputs
 from roofline.core.files import write_texts_atomic
 from roofline.core.paths import EXPERIMENT
+from roofline.interpretation.gaps import breakdown_table
 from roofline.interpretation.manifest import load_manifest
 from roofline.interpretation.tables import load_knobs, load_table
 from roofline.rendering.appendix import appendix
@@ -26,6 +27,7 @@ def main() -> None:
                     rows, manifest, knobs, plotted=(EXPERIMENT / "roofline.png").exists()
                 ),
                 "REPORT-appendix.md": appendix(rows, manifest, knobs),
+                "breakdown.csv": breakdown_table(rows, manifest, knobs).to_csv(index=False),
             },
         )
     )

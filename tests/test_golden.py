@@ -60,3 +60,29 @@ def test_the_appendix_keeps_what_the_page_leaves_out(rendered):
     for kept in ("Gap breakdown", "Cost: ", "Roofline check", "skipped: numpy's BLAS has no"):
         assert kept in extra
     assert "Gap breakdown" not in rendered["REPORT.md"]
+
+
+def test_the_breakdown_table_holds_the_appendixs_steps_as_numbers(rendered):
+    """breakdown.csv and the appendix's breakdowns are one computation: each measured step's
+    TFLOP/s as the appendix prints it, and its share the step's over the measured one above."""
+    import io
+
+    import pandas as pd
+
+    table = pd.read_csv(io.StringIO(rendered["breakdown.csv"]))
+    assert list(dict.fromkeys(table.device)) == ["cpu", "a100", "h100", "h200"]
+    appendix = rendered["REPORT-appendix.md"]
+    for device, steps in table.groupby("device", sort=False):
+        section = appendix.split(f"### {device}: ")[1].split("\n### ")[0]
+        above = None
+        for step in steps.itertuples():
+            if pd.isna(step.tflops):
+                assert pd.isna(step.share_of_above) and f"- {step.label}: not" in section
+                continue
+            assert f"- {step.label}: **{step.tflops:.4g} TFLOP/s**" in section, (device, step)
+            if above is None:
+                assert pd.isna(step.share_of_above)
+            else:
+                assert step.share_of_above == pytest.approx(step.tflops / above)
+            above = step.tflops
+        assert steps.step.iloc[[0, -1]].tolist() == ["peak", "achieved"]

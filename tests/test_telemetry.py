@@ -2,6 +2,7 @@
 the others and is reported), energy from the counter at both ends, idleness left out of the
 clock-event reasons, other processes named and flagged."""
 
+import dataclasses
 from types import SimpleNamespace
 
 import pytest
@@ -170,3 +171,17 @@ def test_a_window_with_no_clock_says_why_on_a_rented_gpu_and_nothing_on_a_cpu():
         "During the timed window the SM clock averaged 1050 MHz, 50% of the 2100 MHz the "
         "datasheet peak assumes; clock limits reported: hw_slowdown, sw_power_cap."
     ]
+
+
+def test_the_memory_clock_reaches_the_record_and_the_gap_paragraph():
+    """The sampler reads the memory clock with the SM's: the window's mean is the record's, and the
+    appendix's telemetry sentence says it; a window without it says nothing of it."""
+    from roofline.rendering.gap_paragraph import telemetry_sentences
+
+    summary = window_telemetry(window(RECORDED), max_sm_mhz=1980)
+    assert summary.mem_clock_mhz == pytest.approx(2619)
+    head = SimpleNamespace(**dataclasses.asdict(summary), joules_per_tflop=0.5)
+    gpu = SimpleNamespace(kind="cuda", datasheet=SimpleNamespace(peak_clock_mhz=1830))
+    assert ", memory clock 2619 MHz, at " in telemetry_sentences(head, gpu)[0]
+    unread = [{k: v for k, v in s.items() if k != "mem_mhz"} for s in RECORDED]
+    assert window_telemetry(window(unread), max_sm_mhz=1980).mem_clock_mhz is None

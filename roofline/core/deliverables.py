@@ -51,6 +51,9 @@ DELIVERABLES = (
     Deliverable("knobs.png", "plot", "plot", "the knobs' ladders, drawn"),
     Deliverable("REPORT.md", "report", "out", "the lab's one page"),
     Deliverable("REPORT-appendix.md", "report", "out", "everything the page leaves out"),
+    Deliverable(
+        "breakdown.csv", "report", "out", "each headline's gap breakdown, step by step, as numbers"
+    ),
 )
 
 

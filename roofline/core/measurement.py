@@ -68,6 +68,7 @@ class WindowTelemetry:
 
     sm_clock_mhz: float | None = None  # the window's mean
     sm_clock_max_mhz: float | None = None  # NVML's maximum, as the probe recorded it
+    mem_clock_mhz: float | None = None  # the window's mean memory clock
     power_w: float | None = None
     energy_j: float | None = None  # the driver's energy counter over the timed window
     power_source: str = ""  # the energy counter, or the mean reading where it is unsupported

@@ -332,6 +332,7 @@ def window_telemetry(
     return WindowTelemetry(
         sm_clock_mhz=mean([s.get("sm_mhz") for s in samples]),
         sm_clock_max_mhz=max_sm_mhz,
+        mem_clock_mhz=mean([s.get("mem_mhz") for s in samples]),
         power_w=power,
         energy_j=energy if counted else None,  # a shorter window's count is a step or none
         power_source=power_source,

@@ -11,10 +11,17 @@ from typing import Any
 import pandas as pd
 
 from roofline.core.measurement import THREADS_KNOB
-from roofline.interpretation.breakdown import Step, StepId, Threading, breakdown
-from roofline.interpretation.ceilings import measured_ceilings, per_call_overheads, ran_tile, why
+from roofline.interpretation.breakdown import Step, StepId, Threading, above, breakdown
+from roofline.interpretation.ceilings import (
+    headline,
+    measured_ceilings,
+    per_call_overheads,
+    ran_tile,
+    why,
+)
 from roofline.interpretation.manifest import (
     DeviceEntry,
+    Manifest,
     MeasuredRun,
 )
 
@@ -199,3 +206,33 @@ def bound_checks(
         )
         out.append(BoundCheck(str(bound), len(group), group.error.abs().median(), worst, cause))
     return out
+
+
+def breakdown_table(rows: pd.DataFrame, manifest: Manifest, knobs: pd.DataFrame) -> pd.DataFrame:
+    """Each measured device's headline breakdown as rows (breakdown.csv): its step, TFLOP/s, the
+    share of the measured step above it kept, and the note; a step not measured has no number."""
+    out = []
+    for name, entry in manifest.devices.items():
+        own = rows[rows.device == name]
+        head = (
+            headline(own[own.series == "lab"], entry.kind) if entry.status == "measured" else None
+        )
+        if head is None:
+            continue
+        steps = device_breakdown(name, entry, own, head, knobs[knobs.device == name])
+        for i, s in enumerate(steps):
+            ref = above(steps[:i])
+            kept = s.tflops / ref.tflops if s.tflops is not None and ref and ref.tflops else None
+            out.append(
+                {
+                    "device": name,
+                    "dtype": head.dtype,
+                    "step": s.id.value,
+                    "label": s.label,
+                    "tflops": s.tflops,
+                    "share_of_above": kept,
+                    "note": s.note,
+                }
+            )
+    columns = ["device", "dtype", "step", "label", "tflops", "share_of_above", "note"]
+    return pd.DataFrame(out, columns=columns)

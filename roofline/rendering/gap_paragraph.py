@@ -208,6 +208,7 @@ def telemetry_sentences(head: Any, entry: DeviceEntry) -> list[str]:
         f" (NVML's maximum: {head.sm_clock_max_mhz:.0f} MHz)"
         if pd.notna(head.sm_clock_max_mhz) and head.sm_clock_max_mhz
         else "",
+        f", memory clock {head.mem_clock_mhz:.0f} MHz" if pd.notna(head.mem_clock_mhz) else "",
         f", at {head.power_w:.0f} W ({head.joules_per_tflop:.2f} J per TFLOP)"
         if pd.notna(head.power_w)
         else "",

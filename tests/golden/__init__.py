@@ -1,4 +1,4 @@
-"""Golden pages: REPORT.md and REPORT-appendix.md rendered from fixed records under a frozen
+"""Golden pages: REPORT.md, REPORT-appendix.md and breakdown.csv rendered from fixed records under a frozen
 conf (`params.yaml` here, a copy of the lab's composed one), compared whole by
 tests/test_golden.py. Frozen, so that the pages change only when the rendering does: a device
 added to conf/, a new price or SKU line, leaves them as they are. Rewrite them after a change
@@ -26,7 +26,9 @@ from roofline.core.measurement import (
 )
 from roofline.device.telemetry import shares_text
 from roofline.interpretation.aggregate import aggregate
+from roofline.interpretation.gaps import breakdown_table
 from roofline.interpretation.lab_config import load_lab_params
+from roofline.interpretation.manifest import as_manifest
 from roofline.machines.records import knobs_record, pending_record, sweep_record
 from roofline.rendering.appendix import appendix
 from roofline.rendering.report import render
@@ -36,7 +38,7 @@ HERE = Path(__file__).parent
 ROOT = HERE.parents[1]
 # The golden pages' conf: never the live params.yaml, which every conf/ change rewrites.
 PARAMS = HERE / "params.yaml"
-PAGES = {"REPORT.md": HERE / "REPORT.md", "REPORT-appendix.md": HERE / "REPORT-appendix.md"}
+PAGES = {name: HERE / name for name in ("REPORT.md", "REPORT-appendix.md", "breakdown.csv")}
 N = 8192
 
 # Played GPUs: (torch's name, SMs, GiB, l2 MiB, power limit W, max SM MHz, SM MHz under load,
@@ -198,7 +200,8 @@ def parsed(name: str, record: dict) -> dict:
 
 
 def pages() -> dict[str, str]:
-    """The two pages, as the report stage renders them from these records."""
+    """The two pages and the breakdown table, as the report stage writes them from these
+    records."""
     cfg = load_lab_params(PARAMS)
     records = {}
     for name in cfg.devices:
@@ -220,4 +223,7 @@ def pages() -> dict[str, str]:
     return {
         "REPORT.md": render(table, manifest, knob_rows),
         "REPORT-appendix.md": appendix(table, manifest, knob_rows),
+        "breakdown.csv": breakdown_table(table, as_manifest(manifest), knob_rows).to_csv(
+            index=False
+        ),
     }

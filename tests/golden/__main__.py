@@ -1,4 +1,4 @@
-"""Rewrite the golden pages (tests/golden/REPORT*.md) from their fixed records."""
+"""Rewrite the golden pages (tests/golden/REPORT*.md, breakdown.csv) from their fixed records."""
 
 from tests.golden import PAGES, pages
 
