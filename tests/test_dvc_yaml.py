@@ -120,3 +120,21 @@ def test_pipeline_files_are_conf_generated():
     aggregate = yaml.safe_load(files[Path("dvc.yaml")])["stages"]["aggregate"]["deps"]
     for name in names:
         assert f"experiments/x4-roofline/devices/{name}/results.json" in aggregate
+
+
+def test_a_path_is_written_with_forward_slashes_whatever_the_os_spells_it():
+    """Windows' str() of a path has backslashes: every path the pipeline files name goes through
+    posix(), so a Windows laptop generates the same files and `compose --check` agrees."""
+    from pathlib import PureWindowsPath
+
+    from roofline.core.paths import posix
+    from roofline.machines.pipeline import kept, stage
+
+    spelt = PureWindowsPath(r"experiments\x4-roofline\devices\cpu\results.json")
+    assert str(spelt).count("\\") == 4  # as Windows spells it
+    assert posix(spelt) == "experiments/x4-roofline/devices/cpu/results.json"
+    assert posix("experiments/x4-roofline") == "experiments/x4-roofline"
+    assert kept(spelt) == [{"experiments/x4-roofline/devices/cpu/results.json": {"persist": True}}]
+    made = stage("stages.plot", ROOT, deps=[spelt, "params.yaml"], code=False)
+    assert made["deps"] == ["experiments/x4-roofline/devices/cpu/results.json", "params.yaml"]
+    assert not any("\\" in text for text in generated(ROOT, []).values())

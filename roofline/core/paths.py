@@ -1,8 +1,14 @@
 """Where the pipeline's artifacts live."""
 
-from pathlib import Path
+from pathlib import Path, PurePath
 
 EXPERIMENT = Path("experiments/x4-roofline")
+
+
+def posix(path: PurePath | str) -> str:
+    """A path as the generated pipeline files write it, on every OS: with forward slashes
+    (Windows' str() gives backslashes, and `compose --check` would then differ)."""
+    return PurePath(path).as_posix()
 
 
 def device_dir(name: str) -> Path:

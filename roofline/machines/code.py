@@ -5,6 +5,8 @@ import functools
 import itertools
 from pathlib import Path
 
+from roofline.core.paths import posix
+
 OUR_PACKAGES = ("roofline", "stages")
 
 
@@ -55,7 +57,7 @@ def code_deps(module: str, root: Path) -> list[str]:
             if path is not None and path not in seen:
                 seen.add(path)
                 todo += sorted(imported_modules(root / path))
-    return sorted(str(path) for path in seen)
+    return sorted(posix(path) for path in seen)
 
 
 def stats(paths: list[Path], root: Path = Path(".")) -> list[list]:

@@ -18,7 +18,7 @@ import yaml
 
 from roofline.configuration.params import PROBE_KEYS, RENTED_KINDS, DeviceParams
 from roofline.core.deliverables import written_by
-from roofline.core.paths import EXPERIMENT, RECORDS, device_dir, fingerprint_path
+from roofline.core.paths import EXPERIMENT, RECORDS, device_dir, fingerprint_path, posix
 from roofline.machines.code import code_deps
 from roofline.machines.keys import fingerprint_params
 from stages.probe import KEYS_FILE
@@ -135,7 +135,7 @@ def stage(
     out: DvcStage = {"cmd": " ".join(["python", "-m", module, *args])}
     if wdir:
         out["wdir"] = wdir
-    paths = list(dict.fromkeys([*map(str, deps), *(code_deps(module, root) if code else [])]))
+    paths = list(dict.fromkeys([*map(posix, deps), *(code_deps(module, root) if code else [])]))
     if paths:
         out["deps"] = paths
     if params:
@@ -154,7 +154,7 @@ def up_to_root(folder: Path) -> str:
 
 
 def kept(path: Path) -> Outs:
-    return [{str(path): {"persist": True}}]
+    return [{posix(path): {"persist": True}}]
 
 
 def probes_pipeline(root: Path) -> DvcPipeline:
@@ -171,7 +171,7 @@ def probes_pipeline(root: Path) -> DvcPipeline:
                 wdir=up_to_root(KEYS_FILE.parent),
                 code=False,
                 always_changed=True,
-                outs=[{str(KEYS_FILE): {"cache": False, "persist": True}}],
+                outs=[{posix(KEYS_FILE): {"cache": False, "persist": True}}],
             )
         }
     }
@@ -203,7 +203,7 @@ def device_pipeline(name: str, root: Path) -> DvcPipeline:
             name,
             wdir=top,
             code=False,
-            params=[{str(fingerprint_path(name)): fingerprint_params(stage_name)}],
+            params=[{posix(fingerprint_path(name)): fingerprint_params(stage_name)}],
             outs=kept(output(name)),
         )
     return {"stages": stages}
@@ -235,7 +235,7 @@ def lab_pipeline(names: list[str], root: Path) -> DvcPipeline:
     def untracked(*paths: Path) -> Outs:
         # In git, not DVC's cache; kept on disk while the stage runs, so a failed render
         # leaves the previous deliverables whole.
-        return [{str(path): {"cache": False, "persist": True}} for path in paths]
+        return [{posix(path): {"cache": False, "persist": True}} for path in paths]
 
     plots = written_by("plot", "plot")
     return {
@@ -269,7 +269,7 @@ def lab_pipeline(names: list[str], root: Path) -> DvcPipeline:
         # .dvc/plots/roofline.json: roofs, and every point with its shape, TFLOP/s and MFU), the
         # figures as they are.
         "plots": [
-            {str(path): PLOT_TEMPLATES[path.name]} if path.name in PLOT_TEMPLATES else str(path)
+            {posix(path): PLOT_TEMPLATES[path.name]} if path.name in PLOT_TEMPLATES else posix(path)
             for path in plots
         ],
     }
