@@ -147,18 +147,18 @@ def test_reasons_not_read_are_told_apart_from_none_set():
     )
 
 
-def test_a_window_with_no_clock_says_why_on_a_rented_gpu_and_nothing_on_a_cpu():
-    from dataclasses import asdict
-    from types import SimpleNamespace
+def telemetry_row(telemetry: WindowTelemetry, **derived: float) -> SimpleNamespace:
+    """A results row's telemetry as the pages read it: every field of the record, what was not
+    read NaN (as pandas gives it), so a field the record gains needs no edit here."""
+    fields = dataclasses.asdict(telemetry) | derived
+    return SimpleNamespace(**{k: float("nan") if v is None else v for k, v in fields.items()})
 
-    from roofline.core.measurement import WindowTelemetry
+
+def test_a_window_with_no_clock_says_why_on_a_rented_gpu_and_nothing_on_a_cpu():
     from roofline.rendering.gap_paragraph import telemetry_sentences
 
     def row(**read: object) -> SimpleNamespace:
-        """A results row's telemetry as the pages read it: every field of the record, what was
-        not read NaN (as pandas gives it), so a field the record gains needs no edit here."""
-        fields = asdict(WindowTelemetry(**read))
-        return SimpleNamespace(**{k: float("nan") if v is None else v for k, v in fields.items()})
+        return telemetry_row(WindowTelemetry(**read))
 
     head = row()
     gpu = SimpleNamespace(kind="rocm", datasheet=SimpleNamespace(peak_clock_mhz=2100))
@@ -180,7 +180,7 @@ def test_the_memory_clock_reaches_the_record_and_the_gap_paragraph():
 
     summary = window_telemetry(window(RECORDED), max_sm_mhz=1980)
     assert summary.mem_clock_mhz == pytest.approx(2619)
-    head = SimpleNamespace(**dataclasses.asdict(summary), joules_per_tflop=0.5)
+    head = telemetry_row(summary, joules_per_tflop=0.5)
     gpu = SimpleNamespace(kind="cuda", datasheet=SimpleNamespace(peak_clock_mhz=1830))
     assert ", memory clock 2619 MHz, at " in telemetry_sentences(head, gpu)[0]
     unread = [{k: v for k, v in s.items() if k != "mem_mhz"} for s in RECORDED]

@@ -74,11 +74,18 @@ def above(steps: list[Step]) -> Step | None:
     return next((s for s in reversed(steps) if s.tflops is not None), None)
 
 
-def share(tflops: float, steps: list[Step]) -> str:
+def kept(tflops: float | None, steps: list[Step]) -> float | None:
+    """The share of the last measured step of `steps` that `tflops` keeps; None where either
+    has no number."""
     ref = above(steps)
-    if ref is None:
+    return tflops / ref.tflops if tflops is not None and ref is not None and ref.tflops else None
+
+
+def share(tflops: float, steps: list[Step]) -> str:
+    ref, fraction = above(steps), kept(tflops, steps)
+    if ref is None or fraction is None:
         return "no step above to compare with"
-    return f"{tflops / ref.tflops:.1%} of the step above ({ref.label})"
+    return f"{fraction:.1%} of the step above ({ref.label})"
 
 
 def clock_cause(head: Any) -> str:

@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from roofline.core.measurement import THREADS_KNOB
-from roofline.interpretation.breakdown import Step, StepId, Threading, above, breakdown
+from roofline.interpretation.breakdown import Step, StepId, Threading, breakdown, kept
 from roofline.interpretation.ceilings import (
     headline,
     measured_ceilings,
@@ -90,6 +90,19 @@ def device_breakdown(
         sheet.peak_clock_mhz,
         threading(entry, knobs),
     )
+
+
+def headline_breakdown(
+    name: str, entry: DeviceEntry, rows: pd.DataFrame, knobs: pd.DataFrame | None
+) -> tuple[Any, list[Step]] | None:
+    """A measured device's headline (of its lab rows) and its breakdown; None where it has no
+    headline (not measured, or no lab row measured)."""
+    if entry.status != "measured":
+        return None
+    head = headline(rows[rows.series == "lab"], entry.kind)
+    if head is None:
+        return None
+    return head, device_breakdown(name, entry, rows, head, knobs)
 
 
 def largest_loss(steps: list[Step]) -> tuple[Step, Step] | None:
@@ -213,26 +226,23 @@ def breakdown_table(rows: pd.DataFrame, manifest: Manifest, knobs: pd.DataFrame)
     share of the measured step above it kept, and the note; a step not measured has no number."""
     out = []
     for name, entry in manifest.devices.items():
-        own = rows[rows.device == name]
-        head = (
-            headline(own[own.series == "lab"], entry.kind) if entry.status == "measured" else None
+        found = headline_breakdown(
+            name, entry, rows[rows.device == name], knobs[knobs.device == name]
         )
-        if head is None:
+        if found is None:
             continue
-        steps = device_breakdown(name, entry, own, head, knobs[knobs.device == name])
-        for i, s in enumerate(steps):
-            ref = above(steps[:i])
-            kept = s.tflops / ref.tflops if s.tflops is not None and ref and ref.tflops else None
-            out.append(
-                {
-                    "device": name,
-                    "dtype": head.dtype,
-                    "step": s.id.value,
-                    "label": s.label,
-                    "tflops": s.tflops,
-                    "share_of_above": kept,
-                    "note": s.note,
-                }
-            )
+        head, steps = found
+        out += [
+            {
+                "device": name,
+                "dtype": head.dtype,
+                "step": s.id.value,
+                "label": s.label,
+                "tflops": s.tflops,
+                "share_of_above": kept(s.tflops, steps[:i]),
+                "note": s.note,
+            }
+            for i, s in enumerate(steps)
+        ]
     columns = ["device", "dtype", "step", "label", "tflops", "share_of_above", "note"]
     return pd.DataFrame(out, columns=columns)

@@ -7,11 +7,11 @@ from typing import Any
 import pandas as pd
 
 from roofline.interpretation.breakdown import Step
-from roofline.interpretation.ceilings import SUSTAINED, headline, predictions
+from roofline.interpretation.ceilings import SUSTAINED, predictions
 from roofline.interpretation.figures import per_dollar_hour
 from roofline.interpretation.gaps import (
     bound_checks,
-    device_breakdown,
+    headline_breakdown,
     run_of,
 )
 from roofline.interpretation.manifest import (
@@ -174,10 +174,10 @@ def device_section(
     )
     knobs = knobs if knobs is not None else pd.DataFrame(columns=KNOB_COLUMNS)
     out = [title, "", gap_paragraph(name, entry, lab, knobs, rows[rows.series == SUSTAINED])]
-    head = headline(lab, entry.kind)
-    if head is None:
+    found = headline_breakdown(name, entry, rows, knobs)
+    if found is None:
         return out
-    steps = device_breakdown(name, entry, rows, head, knobs)
+    head, steps = found
     out += ["", *breakdown_lines(steps), "", cost_line(entry, head)]
     check = prediction_line(name, entry, rows)
     out += ["", check] if check else []
