@@ -14,7 +14,8 @@ class CpuPath:
     flop_per_cycle: int  # per core, at full width
     isa: str  # its name, and what the FLOP/cycle assumes
     # Microarchitectures that run it on units half as wide, at half the FLOP per cycle (Zen 4
-    # splits AVX-512 over two 256-bit halves; the first Zen split AVX2 over 128-bit ones).
+    # splits AVX-512 over two 256-bit halves; the first Zen, and Intel's Gracemont E-cores,
+    # split AVX2 over 128-bit ones: roofline.device.core_types).
     half_rate_on: tuple[str, ...] = ()
 
 
@@ -61,7 +62,7 @@ class DType:
 
 # Two FMA units per core assumed: true of server cores and most client cores since Skylake.
 _AVX512_FMA = CpuPath(("avx512f",), 64, "AVX-512 FMA, 2 units assumed", ("zen4",))
-_AVX2_FMA = CpuPath(("avx2", "fma"), 32, "AVX2 FMA, 2 units assumed", ("zen",))
+_AVX2_FMA = CpuPath(("avx2", "fma"), 32, "AVX2 FMA, 2 units assumed", ("zen", "gracemont"))
 
 DTYPES: dict[str, DType] = {
     d.name: d

@@ -20,6 +20,19 @@ class CacheLevel(TypedDict):
     shared_by: int  # the CPUs a run uses that share that instance
 
 
+class CoreType(TypedDict):
+    """One kind of core on a CPU that has two (Intel's P- and E-cores since its 12th generation),
+    as Linux's sysfs lists them (roofline.device.hardware.core_types): each kind counts in the
+    computed peak with its own cores, FLOP per cycle and clock."""
+
+    name: str  # "P-cores", "E-cores"
+    cores: int  # its physical cores among those a run uses
+    logical_cores: int
+    efficiency: bool  # an E-core: its vector units are its microarchitecture's own
+    microarchitecture: str | None  # an E-core's ("gracemont"); None: not known (no peak)
+    max_clock_ghz: float | None  # the highest clock sysfs says its cores run at; None: not said
+
+
 class CpuInfo(TypedDict):
     """The CPU, as the probe records it (roofline.device.hardware.cpu_info)."""
 
@@ -35,6 +48,7 @@ class CpuInfo(TypedDict):
     cache_bytes: NotRequired[int | None]  # the largest level's capacity, for buffer rotation
     caches: NotRequired[list[CacheLevel]]  # each level (none: not known, as a described machine)
     caches_from: NotRequired[str]  # where they were read: "sysfs" or "py-cpuinfo"
+    core_types: NotRequired[list[CoreType]]  # a CPU of two kinds of core only
     memory_bytes: int
 
 
@@ -164,6 +178,7 @@ def check_cpu_parts(cpu: dict[str, Any], where: str) -> None:
         raise HardwareError(
             f"{where}: cpu.cache_bytes={cache_bytes!r}; allowed: a positive integer"
         )
+    check_core_types(cpu, where)
     caches = cpu.get("caches", [])
     if not isinstance(caches, list):
         raise HardwareError(f"{where}: cpu.caches={caches!r}; allowed: a list of cache levels")
@@ -183,3 +198,36 @@ def check_cpu_parts(cpu: dict[str, Any], where: str) -> None:
                 f"{where}: {part}.shared_by={shared!r}; allowed: a positive integer, at most "
                 f"logical_cores ({logical})"
             )
+
+
+def check_core_types(cpu: dict[str, Any], where: str) -> None:
+    """A described CPU's core kinds: each named, with positive cores that sum to the CPU's, and a
+    clock that is a positive number of GHz or null."""
+    kinds = cpu.get("core_types")
+    if kinds is None:
+        return
+    form = "a list of {name, cores, logical_cores, efficiency, microarchitecture, max_clock_ghz}"
+    if not isinstance(kinds, list) or not kinds or not all(isinstance(k, dict) for k in kinds):
+        raise HardwareError(f"{where}: cpu.core_types={kinds!r}; allowed: {form}")
+    for i, kind_ in enumerate(kinds):
+        part = f"cpu.core_types[{i}]"
+        if not isinstance(kind_.get("name"), str):
+            raise HardwareError(f"{where}: {part}.name={kind_.get('name')!r}; allowed: a name")
+        for key in ("cores", "logical_cores"):
+            if not positive_int(kind_.get(key)):
+                raise HardwareError(
+                    f"{where}: {part}.{key}={kind_.get(key)!r}; allowed: a positive integer"
+                )
+        clock = kind_.get("max_clock_ghz")
+        if clock is not None and not (
+            isinstance(clock, int | float) and not isinstance(clock, bool) and clock > 0
+        ):
+            raise HardwareError(
+                f"{where}: {part}.max_clock_ghz={clock!r}; allowed: a positive number or null"
+            )
+    logical = sum(k["logical_cores"] for k in kinds)
+    if logical != cpu["logical_cores"]:
+        raise HardwareError(
+            f"{where}: cpu.core_types have {logical} logical cores in all; allowed: the CPU's "
+            f"logical_cores ({cpu['logical_cores']})"
+        )

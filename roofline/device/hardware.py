@@ -18,6 +18,7 @@ from roofline.device.description import (
     GPU_VISIBILITY,
     AppleGpu,
     CacheLevel,
+    CoreType,
     CpuInfo,
     GpuInfo,
     Hardware,
@@ -76,6 +77,7 @@ class CpuFacts(TypedDict):
     machine_cores: NotRequired[int]  # the machine's logical cores
     fence: NotRequired[str | None]  # why fewer are usable (fence()), or None
     physical_cores: int  # the physical cores under the usable ones
+    core_types: NotRequired[list[CoreType] | None]  # two kinds of core (core_types), or None
     memory_bytes: int
 
 
@@ -90,6 +92,7 @@ def cpu_facts() -> CpuFacts:
     import psutil
 
     from roofline.device.cache_ceilings import cache_sizes
+    from roofline.device.core_types import core_types
 
     info = cpuinfo.get_cpu_info()
     machine = psutil.cpu_count(logical=True) or 1
@@ -100,6 +103,7 @@ def cpu_facts() -> CpuFacts:
         physical = physical_cores_of(cpus) or min(physical, len(cpus))
     physical = min(physical, usable)  # ...no more than the threads it may run (a quota)
     caches, caches_from = cache_sizes(info, cpus, machine, platform.system())
+    kinds = core_types(cpus or set(range(machine)), info.get("family"), info.get("model"))
     return {
         "system": platform.system(),
         "machine": platform.machine(),
@@ -114,6 +118,7 @@ def cpu_facts() -> CpuFacts:
         "machine_cores": machine,
         "fence": fence(usable, machine, cpus) if usable < machine else None,
         "physical_cores": physical,
+        "core_types": kinds,  # Linux sysfs only: None elsewhere
         "memory_bytes": psutil.virtual_memory().total,
     }
 
@@ -174,6 +179,7 @@ def cpu_info(facts: CpuFacts | None = None) -> CpuInfo:
         "cache_bytes": max((level["size_bytes"] for level in facts["caches"]), default=None),
         "caches": facts["caches"],
         "caches_from": facts["caches_from"],
+        **({"core_types": kinds} if (kinds := facts.get("core_types")) else {}),
         "memory_bytes": facts["memory_bytes"],
     }
 

@@ -15,7 +15,7 @@ from roofline.core.dtypes import DTYPES
 from roofline.core.measurement import Measurement
 from roofline.interpretation.manifest import DeviceEntry, PublishedFigure
 from roofline.interpretation.node import median_gpus
-from roofline.interpretation.roofs import cpu_peak_tflops, implied_clock_ghz
+from roofline.interpretation.roofs import core_types_peak, cpu_peak_tflops, implied_clock_ghz
 from roofline.interpretation.rows import Row, row
 from roofline.machines.identity import kind
 
@@ -87,6 +87,30 @@ def peaks(dev: JudgedDevice, record: Mapping[str, Any]) -> dict[str, tuple[float
     if kind(dev) != "cpu" or record.get("status") != "measured":
         return out
     found = record["found"]
+    fma = (record.get("fma") or {}).get("gflops")
+    if found.get("core_types"):  # two kinds of core, each counted with its own figures
+        for dtype in DTYPES:
+            computed = core_types_peak(
+                found["core_types"], dtype, set(found["isa"]), dev.get("clock_ghz")
+            )
+            if dtype not in out and not isinstance(computed, str):
+                out[dtype] = computed
+    else:
+        out |= one_kind_peaks(dev, record, out, fma)
+    if fma and "float32" in out and out["float32"][0] < fma / 1e3:  # a conf peak it beat
+        out["float32"] = (
+            fma / 1e3,
+            f"the measured FMA ceiling, above the {out['float32'][0]:.4g} TFLOP/s "
+            f"{out['float32'][1]}",
+        )
+    return out
+
+
+def one_kind_peaks(
+    dev: JudgedDevice, record: Mapping[str, Any], given: dict[str, tuple[float, str]], fma: Any
+) -> dict[str, tuple[float, str]]:
+    """A CPU of one kind of core: cores x clock x FLOP per cycle, for the dtypes not `given`."""
+    found, out = record["found"], {}
     # SMT siblings share a core's FMA units: physical cores, where the probe could tell.
     cores = found.get("physical_cores") or found["logical_cores"]
     flags, microarchitecture = set(found["isa"]), found.get("microarchitecture")
@@ -96,7 +120,6 @@ def peaks(dev: JudgedDevice, record: Mapping[str, Any]) -> dict[str, tuple[float
         clock, clock_source = record["clock"]["ghz"], record["clock"]["source"]
     # The machine beat a peak computed at this clock: the clock is the input that was low (the
     # FMA kernel runs the FLOP per cycle assumed, on every core), so use the one it implies.
-    fma = (record.get("fma") or {}).get("gflops")
     native = cpu_flop_per_cycle("float32", flags, microarchitecture)
     if fma and native and clock:
         implied = implied_clock_ghz(fma / 1e3, cores, native[0])
@@ -108,18 +131,12 @@ def peaks(dev: JudgedDevice, record: Mapping[str, Any]) -> dict[str, tuple[float
             clock = implied
     for dtype in DTYPES:
         native = cpu_flop_per_cycle(dtype, flags, microarchitecture)
-        if dtype in out or not native or not clock:
+        if dtype in given or not native or not clock:
             continue
         flop, isa = native
         out[dtype] = (
             cpu_peak_tflops(cores, clock, flop),
             f"{cores} cores x {clock:.2f} GHz ({clock_source}) x {flop} FLOP/cycle, {isa}",
-        )
-    if fma and "float32" in out and out["float32"][0] < fma / 1e3:  # a conf peak it beat
-        out["float32"] = (
-            fma / 1e3,
-            f"the measured FMA ceiling, above the {out['float32'][0]:.4g} TFLOP/s "
-            f"{out['float32'][1]}",
         )
     return out
 
@@ -127,6 +144,13 @@ def peaks(dev: JudgedDevice, record: Mapping[str, Any]) -> dict[str, tuple[float
 def no_peak(dev: JudgedDevice, dtype: str, record: Mapping[str, Any]) -> str:
     """Why a dtype has no peak (and so no MFU)."""
     if kind(dev) == "cpu" and record.get("status") == "measured":
+        if kinds := record["found"].get("core_types"):
+            isa = set(record["found"]["isa"])
+            why = core_types_peak(kinds, dtype, isa, dev.get("clock_ghz"))
+            return (
+                f"no computed peak: {why}; or set peak_tflops.{dtype} in its datasheet line "
+                "(conf/device, skus)"
+            )
         if record.get("clock", {}).get("ghz") is None and not dev.get("clock_ghz"):
             return (
                 f"no clock known ({record.get('clock', {}).get('source', 'not recorded')}): set "

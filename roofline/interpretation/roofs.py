@@ -2,9 +2,12 @@
 memory slope, ridge), energy per TFLOP and a CPU's computed peak. Units as in
 roofline/core/arithmetic.py. Interpretation: no measuring stage imports this."""
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+
+from roofline.core.arithmetic import cpu_flop_per_cycle
 
 
 def mfu(achieved_tflops: float, peak_tflops: float) -> float:
@@ -39,3 +42,31 @@ def implied_clock_ghz(measured_tflops: float, cores: int, flop_per_cycle: int) -
     """The clock a measured throughput needs at this FLOP per cycle on these cores: the inverse
     of cpu_peak_tflops. Above the clock a computed peak used, it says that clock was low."""
     return measured_tflops * 1e12 / (cores * flop_per_cycle * 1e9)
+
+
+def core_types_peak(
+    kinds: list[Mapping[str, Any]], dtype: str, flags: set[str], clock_ghz: float | None = None
+) -> tuple[float, str] | str:
+    """A CPU of two kinds of core (roofline.device.core_types): the sum, over its kinds, of cores
+    x clock x FLOP per cycle, each kind's own (its clock: `clock_ghz` where conf sets one, else
+    the highest its cores run at), and how; or why there is none (a kind whose FLOP per cycle or
+    clock is not known: then no sum is the peak)."""
+    terms, total = [], 0.0
+    for kind in kinds:
+        name = kind["name"]
+        if kind["efficiency"] and not kind["microarchitecture"]:
+            return (
+                f"its {name}' FLOP per cycle is not known for this chip: add its CPUID model to "
+                "roofline/device/core_types.py's E_CORES, with the source"
+            )
+        native = cpu_flop_per_cycle(dtype, flags, kind["microarchitecture"])
+        if native is None:
+            return f"no instruction set its {name} have runs {dtype} natively"
+        clock = clock_ghz or kind["max_clock_ghz"]
+        if not clock:
+            return f"no clock known for its {name} (sysfs has no cpuinfo_max_freq for them)"
+        flop, isa = native
+        total += cpu_peak_tflops(kind["cores"], clock, flop)
+        terms.append(f"{kind['cores']} {name} x {clock:.2f} GHz x {flop} FLOP/cycle ({isa})")
+    source = "set in conf" if clock_ghz else "each kind's maximum, sysfs cpuinfo_max_freq"
+    return total, f"{' + '.join(terms)}; clocks: {source}"

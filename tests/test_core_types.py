@@ -1,0 +1,152 @@
+"""A hybrid Intel laptop (P- and E-cores), played by its sysfs tree: the probe reads which CPUs
+are which kind and each kind's clock, and the computed peak sums each kind's cores x clock x
+FLOP per cycle. The laptop played is an i5-1340P (Raptor Lake, CPUID family 6 model 0xBA): 4
+P-cores with two threads each, CPUs 0-7, up to 4.6 GHz; 8 E-cores, CPUs 8-15, up to 3.4 GHz
+(cpufp measured one P-core at 146.8 GFLOP/s and one E-core at 54: 32 and 16 FLOP per cycle)."""
+
+import pytest
+
+from roofline.configuration.measuring_config import to_plain
+from roofline.core.errors import HardwareError
+from roofline.core.measurement import empty
+from roofline.device import hardware
+from roofline.device.core_types import core_types, cpu_list
+from roofline.device.description import check_description
+from roofline.interpretation.datasheets import judged
+from roofline.interpretation.interpret import interpret, peaks
+from tests.conftest import device
+
+RAPTOR_LAKE_P = 0xBA
+P_CPUS, E_CPUS = range(8), range(8, 16)
+
+
+def played_sysfs(root, p_ghz=4.6, e_ghz=3.4, cpufreq=True):
+    """The files Linux writes for this laptop: the two PMUs' CPU lists, each CPU's topology
+    (P-cores' threads in pairs), and cpufreq's maximum clock in kHz."""
+    for pmu, cpus in (("cpu_core", "0-7"), ("cpu_atom", "8-15")):
+        (root / "devices" / pmu).mkdir(parents=True)
+        (root / "devices" / pmu / "cpus").write_text(cpus + "\n")
+    for cpu in range(16):
+        folder = root / f"devices/system/cpu/cpu{cpu}"
+        (folder / "topology").mkdir(parents=True)
+        (folder / "topology/physical_package_id").write_text("0\n")
+        (folder / "topology/core_id").write_text(f"{cpu // 2 * 4 if cpu < 8 else cpu + 8}\n")
+        if cpufreq:
+            (folder / "cpufreq").mkdir()
+            khz = int((p_ghz if cpu < 8 else e_ghz) * 1e6)
+            (folder / "cpufreq/cpuinfo_max_freq").write_text(f"{khz}\n")
+    return root
+
+
+LAPTOP = judged(
+    "cpu",
+    to_plain(device(kind="cpu", sku="laptop", dtypes=["float32"], shapes=[[64, 64, 64]])),
+    None,
+)
+
+
+def facts(kinds) -> dict:
+    """The laptop's facts as cpu_facts reads them, its core kinds given."""
+    return {
+        "system": "Linux",
+        "machine": "x86_64",
+        "brand": "13th Gen Intel(R) Core(TM) i5-1340P",
+        "vendor": "GenuineIntel",
+        "family": 6,
+        "model_number": RAPTOR_LAKE_P,
+        "flags": ["avx2", "fma", "avx_vnni"],
+        "caches": [{"level": "L3", "size_bytes": 12 << 20, "shared_by": 16}],
+        "caches_from": "sysfs",
+        "usable_cores": 16,
+        "physical_cores": 12,
+        "core_types": kinds,
+        "memory_bytes": 16 << 30,
+    }
+
+
+def measured(kinds) -> dict:
+    found = hardware.cpu_info(facts(kinds))
+    return {"status": "measured", "found": found, "clock": {"ghz": 3.1, "source": "measured"}}
+
+
+def test_a_sysfs_cpu_list_is_read_as_the_kernel_writes_it():
+    assert cpu_list("0-3,8,10-11\n") == {0, 1, 2, 3, 8, 10, 11}
+    assert cpu_list("5") == {5} and cpu_list("\n") == set()
+
+
+def test_the_probe_reads_each_kind_of_core_its_cores_and_its_clock(tmp_path):
+    kinds = core_types(set(range(16)), 6, RAPTOR_LAKE_P, played_sysfs(tmp_path))
+    assert kinds == [
+        {
+            "name": "P-cores",
+            "cores": 4,
+            "logical_cores": 8,
+            "efficiency": False,
+            "microarchitecture": None,
+            "max_clock_ghz": 4.6,
+        },
+        {
+            "name": "E-cores",
+            "cores": 8,
+            "logical_cores": 8,
+            "efficiency": True,
+            "microarchitecture": "gracemont",
+            "max_clock_ghz": 3.4,
+        },
+    ]
+    # A run fenced to the P-cores has one kind: the CPU's own figures hold.
+    assert core_types(set(P_CPUS), 6, RAPTOR_LAKE_P, tmp_path) is None
+    # A CPU of one kind has no such PMUs.
+    assert core_types(set(range(16)), 6, RAPTOR_LAKE_P, tmp_path / "elsewhere") is None
+
+
+def test_a_hybrid_laptops_peak_sums_its_p_and_e_cores(tmp_path):
+    kinds = core_types(set(range(16)), 6, RAPTOR_LAKE_P, played_sysfs(tmp_path))
+    record = measured(kinds)
+    check_description({"cpu": record["found"], "gpus": []}, "played")  # as the probe keeps it
+    peak, source = peaks(LAPTOP, record)["float32"]
+    # 4 x 4.6 GHz x 32 + 8 x 3.4 GHz x 16 = 588.8 + 435.2 GFLOP/s: never 12 cores at one figure.
+    assert peak == pytest.approx(1.024)
+    assert source.startswith("4 P-cores x 4.60 GHz x 32 FLOP/cycle (AVX2 FMA, 2 units assumed)")
+    assert "+ 8 E-cores x 3.40 GHz x 16 FLOP/cycle (AVX2 FMA at half rate: gracemont's" in source
+    assert source.endswith("clocks: each kind's maximum, sysfs cpuinfo_max_freq")
+    # A clock set in conf is each kind's.
+    set_clock = judged("cpu", to_plain(device(kind="cpu", clock_ghz=2.0)), None)
+    assert peaks(set_clock, record)["float32"][0] == pytest.approx((4 * 32 + 8 * 16) * 2.0 / 1e3)
+
+
+def test_an_e_core_or_a_clock_not_known_gives_no_peak_and_says_how_to_add_it(tmp_path):
+    unknown = core_types(set(range(16)), 6, 0xC6, played_sysfs(tmp_path))  # not in the table
+    assert unknown[1]["microarchitecture"] is None
+    assert "float32" not in peaks(LAPTOP, measured(unknown))
+    (row,) = interpret(
+        [empty("cpu", "float32", [64] * 3, "skipped", "x")], LAPTOP, measured(unknown)
+    )
+    assert row.peak_source.startswith(
+        "no computed peak: its E-cores' FLOP per cycle is not known for this chip: add its CPUID "
+        "model to roofline/device/core_types.py's E_CORES"
+    )
+    no_clock = core_types(
+        set(range(16)), 6, RAPTOR_LAKE_P, played_sysfs(tmp_path / "vm", cpufreq=False)
+    )
+    assert no_clock[0]["max_clock_ghz"] is None
+    (row,) = interpret(
+        [empty("cpu", "float32", [64] * 3, "skipped", "x")], LAPTOP, measured(no_clock)
+    )
+    assert "no clock known for its P-cores (sysfs has no cpuinfo_max_freq" in row.peak_source
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        ({"cores": 0}, "cpu.core_types[0].cores=0; allowed: a positive integer"),
+        ({"max_clock_ghz": "fast"}, "max_clock_ghz='fast'; allowed: a positive number or null"),
+        ({"logical_cores": 4}, "cpu.core_types have 12 logical cores in all; allowed: the CPU's"),
+    ],
+)
+def test_a_described_core_kind_that_cannot_be_is_refused_by_name(tmp_path, change, said):
+    kinds = core_types(set(range(16)), 6, RAPTOR_LAKE_P, played_sysfs(tmp_path))
+    found = measured([kinds[0] | change, kinds[1]])["found"]
+    with pytest.raises(HardwareError, match="played: ") as refused:
+        check_description({"cpu": found, "gpus": []}, "played")
+    assert said in str(refused.value)
