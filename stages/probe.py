@@ -214,6 +214,9 @@ def probe(argv: list[str]) -> None:
             "docs/configuration.md: adding a device)"
         )
         print(said[-1])
+    if not args.device and hardware.get("gpu_note"):  # said once a run: by the first probe
+        said.append(f"note: {hardware['gpu_note']}")
+        print(said[-1])
     texts = {path: json_text(record) for path, record in writes.items()}
     if not args.device:  # what aggregate depends on first; its text only changes with a key
         keys = json_text({name: measuring_keys(params, name) for name in devices})

@@ -11,6 +11,7 @@ import pytest
 
 from roofline.configuration.measuring_config import to_plain
 from roofline.core import paths
+from roofline.core.errors import HardwareError
 from roofline.core.measurement import empty, measurement
 from roofline.device import hardware
 from roofline.device.timing import EventTimer
@@ -263,6 +264,53 @@ def test_a_laptop_without_apples_gpu_pends_mps_and_measures_its_cpu(
         ).action
         == "pending"
     )
+
+
+def play_nvidia_without_cuda(monkeypatch, system: str) -> None:
+    """NVML sees an NVIDIA GPU, and this torch is a CPU-only build (Windows' from the package
+    index: `torch.version.cuda` is None and torch.cuda is not available)."""
+    import platform
+
+    import torch
+
+    from roofline.device import kinds
+
+    monkeypatch.setattr(hardware, "gpu_count", lambda: 1)
+    monkeypatch.setattr(hardware, "nvidia_gpu_count", lambda: 1)
+    monkeypatch.setattr(hardware, "nvml_driver", lambda: "581.15")
+    monkeypatch.setattr(kinds, "cuda_available", lambda: (False, "Torch not compiled with CUDA"))
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(platform, "system", lambda: system)
+
+
+def test_a_windows_pc_with_an_nvidia_gpu_and_no_cuda_torch_measures_its_cpu_and_says_how_once(
+    tmp_path, monkeypatch, capsys
+):
+    import torch
+
+    shutil.copy(ROOT / "params.yaml", tmp_path)  # the workspace, with gpu_info as it is
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ROOFLINE_HARDWARE", raising=False)
+    play(monkeypatch, "windows-intel")
+    play_nvidia_without_cuda(monkeypatch, "Windows")
+    probe.main([])
+    out = capsys.readouterr().out
+    laptop = FACTS["windows-intel"]
+    assert f"cpu: here ({laptop['brand']} ({laptop['usable_cores']} cores))" in out, out
+    (note,) = [line for line in out.splitlines() if line.startswith("note: NVML sees")]
+    assert note == (
+        f"note: NVML sees 1 NVIDIA GPU (driver 581.15), but this torch ({torch.__version__}) is the package "
+        "index's build for Windows, which has no CUDA: the CPU is measured, the GPU is not. To "
+        "measure the GPU too, install the same torch built for this driver from PyTorch's index: "
+        "`uv pip install --torch-backend=auto torch==2.15.0`, then `$env:UV_NO_SYNC=1; uv run "
+        "dvc repro` (PowerShell; docs/several-machines.md)"
+    )
+    probe.main(["cpu"])  # a device's own probe does not say it again
+    assert "note: NVML sees" not in capsys.readouterr().out
+    # On Linux the lock's torch is CUDA's: a CPU-only one there is a broken set-up, and stops.
+    play_nvidia_without_cuda(monkeypatch, "Linux")
+    with pytest.raises(HardwareError, match=r"is a CPU-only build: `uv sync --locked` installs"):
+        hardware.live_hardware()
 
 
 def test_apples_gpu_is_timed_by_its_own_events():

@@ -98,6 +98,7 @@ class Hardware(TypedDict):
     gpus: list[GpuInfo]
     apple_gpus: list[AppleGpu]
     described_by: NotRequired[str]  # the $ROOFLINE_HARDWARE file it was read from
+    gpu_note: NotRequired[str]  # GPUs here that this torch cannot reach, and how it could
 
 
 class Identity(TypedDict, total=False):

@@ -241,6 +241,24 @@ def nvml_driver() -> str | None:
         return None
 
 
+class TorchWithoutCuda(HardwareError):
+    """NVIDIA GPUs are here, but the torch the lock installs on this OS has no CUDA (the package
+    index's Windows build is CPU-only): the CPU is measured, and the note says how to measure
+    the GPUs too."""
+
+
+def without_cuda_note(gpus: int, torch_version: str, driver: str | None) -> str:
+    """What a Windows PC with NVIDIA GPUs and the lock's CPU-only torch is told, once a run."""
+    seen = f"NVML sees {gpus} NVIDIA GPU{'s' if gpus > 1 else ''} (driver {driver or 'unknown'})"
+    return (
+        f"{seen}, but this torch ({torch_version}) is the package index's build for Windows, "
+        "which has no CUDA: the CPU is measured, the GPU is not. To measure the GPU too, install "
+        "the same torch built for this driver from PyTorch's index: `uv pip install "
+        f"--torch-backend=auto torch=={torch_version.split('+')[0]}`, then "
+        "`$env:UV_NO_SYNC=1; uv run dvc repro` (PowerShell; docs/several-machines.md)"
+    )
+
+
 def driver_problem(
     gpus: int, torch_version: str, torch_cuda: str | None, driver: str | None, said: str
 ) -> str:
@@ -297,10 +315,14 @@ def gpu_info() -> list[GpuInfo]:
     if not available:
         if count is None:  # no NVML to ask, and torch sees no GPU: there is none to use
             return []
+        import platform
+
         import torch
 
         if not nvidia_gpu_count():  # amdsmi's GPUs: AMD's, which only a ROCm torch reaches
             raise HardwareError(rocm_problem(count, torch.__version__, said))
+        if torch.version.cuda is None and platform.system() == "Windows":  # no CUDA in the lock
+            raise TorchWithoutCuda(without_cuda_note(count, torch.__version__, nvml_driver()))
         raise HardwareError(
             driver_problem(count, torch.__version__, torch.version.cuda, nvml_driver(), said)
         )
@@ -431,7 +453,13 @@ def live_hardware(cache: Path | None = None) -> Hardware:
                 f"{cache}: not a description this lab reads ({err}): probed again", file=sys.stderr
             )
     cpu = cpu_info()
-    found: Hardware = {"cpu": cpu, "gpus": gpu_info(), "apple_gpus": apple_gpus(cpu)}
+    try:
+        gpus, note = gpu_info(), None
+    except TorchWithoutCuda as err:  # a laptop whose GPU this torch cannot reach: its CPU, then
+        gpus, note = [], str(err)
+    found: Hardware = {"cpu": cpu, "gpus": gpus, "apple_gpus": apple_gpus(cpu)}
+    if note:
+        found["gpu_note"] = note
     if cache:
         from roofline.core.files import write_json_atomic
 
