@@ -49,6 +49,7 @@ class Kind:
 
     name = "cpu"
     graphs = False  # whether a short call is worth replaying from a graph
+    reference: str | None = None  # where a product's float64 check runs: None, on the device
 
     def tensors(self) -> str:
         """The torch device its tensors live on."""
@@ -89,6 +90,9 @@ class Mps(Kind):
     """Apple silicon's GPU: Metal events; no telemetry API, unified memory."""
 
     name = "mps"
+    # MPS has no float64 ("Cannot convert a MPS Tensor to float64 dtype", pytorch#122602): the
+    # check's rows are copied to the CPU, and checked there.
+    reference = "cpu"
 
     def __init__(self) -> None:
         import torch

@@ -114,6 +114,7 @@ def matmul(
         seed=settings.bench.seed,
         check_rows=settings.bench.check_rows,
         cache_bytes=target.cache_bytes,
+        reference=target.kind.reference,
         **options,
     )
 

@@ -128,12 +128,21 @@ def matmul_fn(
 
 
 def check_product(
-    a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, rows: int, gen: torch.Generator
+    a: torch.Tensor,
+    b: torch.Tensor,
+    c: torch.Tensor,
+    rows: int,
+    gen: torch.Generator,
+    reference: str | None = None,
 ) -> float:
-    """max|C - A@B| / max|A@B| over a random sample of rows, against float64."""
+    """max|C - A@B| / max|A@B| over a random sample of rows, against float64: computed on the
+    operands' device, or copied to `reference` first (a device without float64: Apple's GPU)."""
     picked = torch.randperm(a.shape[0], generator=gen, device=gen.device)[:rows].to(a.device)
-    ref = a[picked].double() @ b.double()
-    return ((c[picked].double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+    a, b, c = a[picked], b, c[picked]
+    if reference is not None:
+        a, b, c = (x.to(reference, copy=True) for x in (a, b, c))
+    ref = a.double() @ b.double()
+    return ((c.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
 
 
 # Below this per-call time a GPU call is worth replaying from a CUDA graph: host launch cost is
@@ -164,9 +173,11 @@ def prepare_matmul(
     backend: str | Callable = "torch",
     fast_accum: bool = False,
     sets: int | None = None,
+    reference: str | None = None,
 ) -> Prepared:
     """Random operands (enough sets to rotate past the cache, or `sets`), C = A @ B through
-    `backend` (roofline.device.backends) checked against float64. Raises WrongResult instead of
+    `backend` (roofline.device.backends) checked against float64 (on `reference`, where the
+    device has none: roofline.device.kinds.Kind.reference). Raises WrongResult instead of
     returning a kernel whose output is wrong."""
     gen = torch.Generator(device=device).manual_seed(seed)
     if sets is None:
@@ -176,7 +187,8 @@ def prepare_matmul(
     operands = [library.operands(a, b) for a, b in inputs]
     mm = library.matmul
     with float32_math(dtype):
-        error = check_product(*inputs[0], library.product(mm(*operands[0])), check_rows, gen)
+        product = library.product(mm(*operands[0]))
+        error = check_product(*inputs[0], product, check_rows, gen, reference)
     tolerance = DTYPES[dtype].tolerance
     if not error <= tolerance:  # also catches NaN
         raise WrongResult(
@@ -219,6 +231,7 @@ def measure_matmul(
         check_rows=check_rows,
         cache_bytes=cache_bytes,
         backend=backend,
+        reference=kind.reference,
     )
     timer = kind.timer()
     timing = dict(

@@ -1,4 +1,4 @@
-"""Installs the CUDA stand-in (played_cuda) in every Python process whose PYTHONPATH starts
+"""Installs the CUDA stand-in (played_cuda), or the Mac's (played_mps), in every Python process whose PYTHONPATH starts
 with this folder: torch.cuda is played once torch is imported, roofline.device.kinds' tensor
 placement
 once it is. Nothing is imported here, so processes that use neither (dvc, git hooks) pay nothing."""
@@ -56,8 +56,11 @@ class AfterImport(importlib.abc.MetaPathFinder):
         return spec
 
 
-played_cuda.begin()
+# $PLAYED_MPS plays a Mac's GPU (played_mps), else $PLAYED_MACHINE's CUDA or ROCm GPUs.
+played = played_cuda
+if os.environ.get("PLAYED_MPS"):
+    import played_mps as played
+played.begin()
 sys.meta_path.insert(
-    0,
-    AfterImport({"torch": played_cuda.play_torch, "roofline.device.kinds": played_cuda.play_kinds}),
+    0, AfterImport({"torch": played.play_torch, "roofline.device.kinds": played.play_kinds})
 )

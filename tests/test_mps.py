@@ -1,0 +1,125 @@
+"""Apple's GPU, played (tests/fakes/cuda/played_mps.py: torch.mps over played hooks, float64
+refused on the device in MPS's words): its points are checked against a float64 product computed
+on the CPU, timed by MPS events, and measured through `dvc repro` on a played Mac."""
+
+import csv
+import importlib.util
+import inspect
+
+import pytest
+
+from roofline.device import kinds
+from roofline.measuring.matmul import measure_matmul
+from tests.machines import PLAYED_CACHES, STAND_IN, clone, dvc, make_project, results
+
+
+def stand_in():
+    """The Mac stand-in's module, loaded from its file: its folder is never put on this
+    process's path (its pynvml.py would then be every later test's)."""
+    spec = importlib.util.spec_from_file_location("played_mps", STAND_IN / "played_mps.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+played_mps = stand_in()
+
+MAC = {
+    "cpu": {
+        "model": "Apple M2 Pro",
+        "logical_cores": 2,
+        "isa": [],
+        "system": "Darwin",
+        "machine": "arm64",
+        **PLAYED_CACHES,
+        "cache_bytes": 1 << 20,
+        "memory_bytes": 16 << 30,
+    },
+    "gpus": [],
+    "apple_gpus": [{"name": "Apple M2 Pro GPU", "memory_bytes": 16 << 30}],
+}
+
+
+@pytest.fixture
+def mac(monkeypatch):
+    yield lambda macos="14.5": played_mps.install(macos, monkeypatch.setattr)
+    played_mps.uninstall()
+
+
+def point(dtype: str):
+    return measure_matmul(
+        64, 64, 64, dtype, kinds.Mps(), seed=0, warmup=1, repeats=3, check_rows=8, cache_bytes=None
+    )
+
+
+def test_the_played_device_refuses_float64_and_float8_as_mps_does(mac):
+    import torch
+
+    mac()
+    a = torch.randn(8, 8, device=kinds.Mps().tensors())
+    with pytest.raises(TypeError, match="Cannot convert a MPS Tensor to float64 dtype"):
+        a.double()
+    with pytest.raises(TypeError, match="Float8_e4m3fn to the MPS backend but it does not"):
+        a.to(torch.float8_e4m3fn)
+    assert a.to("cpu", copy=True).double().dtype == torch.float64  # on the CPU, it exists
+    start, end = torch.mps.Event(enable_timing=True), torch.mps.Event()
+    start.record()
+    end.record()
+    with pytest.raises(RuntimeError, match="Events were not created with argument"):
+        start.elapsed_time(end)
+
+
+def test_an_mps_point_is_checked_on_the_cpu_and_timed_by_mps_events(mac, monkeypatch):
+    mac()
+    for dtype in ("float32", "float16"):
+        measured = point(dtype)
+        assert measured.check_error < 1e-2 and measured.timing == "mps events, calls back to back"
+        assert len(measured.samples) == 3 and all(s > 0 for s in measured.samples)
+    # The check on the device, as it was before: MPS's own refusal, never a number.
+    monkeypatch.setattr(kinds.Mps, "reference", None)
+    with pytest.raises(TypeError, match="doesn't support float64"):
+        point("float32")
+
+
+def test_bfloat16_on_apples_gpu_needs_macos_14(mac):
+    mac("13.6")
+    with pytest.raises(TypeError, match="MPS BFloat16 is only supported on MacOS 14 or newer"):
+        point("bfloat16")
+    mac("14.5")
+    assert point("bfloat16").check_error < 1e-2
+
+
+@pytest.mark.slow
+@pytest.mark.posix
+def test_a_played_mac_measures_its_gpu_and_its_cpu_through_dvc_repro(tmp_path):
+    """The whole pipeline on a played Mac (its description: an M2 Pro, Darwin on arm64, with
+    its GPU): mps float32 and float16 measured, and no CPU row held to a peak it does not have."""
+    mac = clone(make_project(tmp_path, gpus=("mps",)), tmp_path / "mac", pull=False)
+    played = {"PYTHONPATH": str(STAND_IN), "PLAYED_MPS": "14.5"}
+    out = dvc(mac, "repro", hardware=MAC, env=played)
+    record = results(mac, "mps")
+    assert record["status"] == "measured", out
+    assert {r["dtype"]: r["status"] for r in record["rows"]} == {
+        "float16": "measured",
+        "float32": "measured",
+    }, record["rows"]
+    assert all(r["timing"] == "mps events, calls back to back" for r in record["rows"])
+    assert record["found"] == MAC["apple_gpus"][0]
+    with (mac / "experiments/x4-roofline/results.csv").open(encoding="utf-8") as table:
+        rows = list(csv.DictReader(table))
+    cpu = [r for r in rows if r["device"] == "cpu" and r["status"] == "measured"]
+    assert cpu and all(r["mfu"] == "" and "above" not in r["flag"] for r in cpu), cpu
+    gpu = [r for r in rows if r["device"] == "mps"]
+    assert {r["dtype"] for r in gpu if r["status"] == "measured"} == {"float16", "float32"}
+    assert all(float(r["achieved_tflops"]) > 0 and r["mfu"] == "" for r in gpu)  # no peak
+
+
+def test_every_hook_the_stand_in_plays_is_one_the_installed_torch_has():
+    import torch
+
+    assert [name for name in played_mps.hooks() if not hasattr(torch._C, name)] == []
+    # torch.mps's own Python reaches them: its Event, synchronize and availability.
+    event = (torch.mps.event.Event.__init__, torch.mps.Event.record, torch.mps.synchronize)
+    sources = "".join(inspect.getsource(f) for f in event)
+    assert "_mps_acquireEvent" in sources and "_mps_recordEvent" in sources
+    assert "_mps_deviceSynchronize" in sources
