@@ -10,7 +10,7 @@ from roofline.configuration.measuring_config import to_plain
 from roofline.core.errors import HardwareError
 from roofline.core.measurement import empty
 from roofline.device import hardware
-from roofline.device.core_types import core_types, cpu_list
+from roofline.device.core_types import apple_levels, core_types, cpu_list
 from roofline.device.description import check_description
 from roofline.interpretation.datasheets import judged
 from roofline.interpretation.interpret import interpret, peaks
@@ -150,3 +150,71 @@ def test_a_described_core_kind_that_cannot_be_is_refused_by_name(tmp_path, chang
     with pytest.raises(HardwareError, match="played: ") as refused:
         check_description({"cpu": found, "gpus": []}, "played")
     assert said in str(refused.value)
+
+
+# An M1 Max as macOS's sysctl answers (Apple's "Determining system capabilities" names): two
+# performance levels; 8 P-cores in two clusters of 4 (cpusperl2), 2 E-cores in one.
+M1_MAX_SYSCTL = {
+    "hw.nperflevels": "2",
+    "hw.perflevel0.name": "Performance",
+    "hw.perflevel0.physicalcpu": "8",
+    "hw.perflevel0.logicalcpu": "8",
+    "hw.perflevel0.cpusperl2": "4",
+    "hw.perflevel1.name": "Efficiency",
+    "hw.perflevel1.physicalcpu": "2",
+    "hw.perflevel1.logicalcpu": "2",
+    "hw.perflevel1.cpusperl2": "2",
+}
+
+
+def test_a_macs_kinds_of_core_and_clusters_are_read_from_its_performance_levels():
+    kinds = apple_levels(M1_MAX_SYSCTL.get)
+    assert [(k["name"], k["cores"], k["clusters"], k["efficiency"]) for k in kinds] == [
+        ("Performance cores", 8, 2, False),
+        ("Efficiency cores", 2, 1, True),
+    ]
+    assert all(k["max_clock_ghz"] is None for k in kinds)  # macOS gives no clock
+    # A Mac whose sysctl lacks a level's name, or answers nonsense: no kinds, never a guess.
+    assert apple_levels({**M1_MAX_SYSCTL, "hw.perflevel1.name": None}.get) is None
+    assert apple_levels({**M1_MAX_SYSCTL, "hw.nperflevels": "two"}.get) is None
+    assert apple_levels({}.get) is None
+
+
+def test_a_macs_accelerate_rows_are_never_held_to_its_cores_peak():
+    from roofline.core.measurement import measurement
+
+    found = hardware.cpu_info(
+        facts(None)
+        | {
+            "system": "Darwin",
+            "machine": "arm64",
+            "brand": "Apple M1 Max",
+            "vendor": None,
+            "family": None,
+            "model_number": None,
+            "flags": [],
+            "usable_cores": 10,
+            "physical_cores": 10,
+            "core_types": apple_levels(M1_MAX_SYSCTL.get),
+        }
+    )
+    record = {
+        "status": "measured",
+        "found": found,
+        "clock": {"ghz": None, "source": "none"},
+        "libraries": {"torch": {"float32": "Accelerate"}, "numpy": {"library": "accelerate"}},
+    }
+    points = [
+        measurement("cpu", "float32", [512] * 3, [0.001], 1e-6, backend=backend)
+        for backend in ("torch", "numpy")
+    ]
+    for row in interpret(points, LAPTOP, record):
+        assert row.peak_tflops is None and row.mfu is None and not row.flag
+        assert row.peak_source.startswith(
+            "no computed peak: Accelerate runs float32 on Apple M1 Max's matrix units (AMX, or "
+            "SME from M4), one per CPU cluster (2 of Performance cores, 1 of Efficiency cores)"
+        )
+    # A peak set in conf for it stands.
+    set_peak = judged("cpu", to_plain(device(kind="cpu", peak_tflops={"float32": 3.0})), None)
+    (row, _) = interpret(points, set_peak, record)
+    assert row.peak_tflops == 3.0 and row.peak_source == "set in conf"

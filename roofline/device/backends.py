@@ -130,8 +130,9 @@ def libraries(names: list[str]) -> dict[str, Library]:
             config = torch.__config__.show()
             mkl = re.search(r"Math Kernel Library Version ([\w.]+)", config)
             onednn = re.search(r"MKL-DNN v([\w.]+)", config)
+            blas = re.search(r"BLAS_INFO=(\w+)", config)  # macOS arm64's wheel: accelerate
             out[name] = {
-                "float32": f"MKL {mkl.group(1)}" if mkl else "torch's CPU BLAS",
+                "float32": f"MKL {mkl.group(1)}" if mkl else blas_name(blas and blas.group(1)),
                 "bfloat16": f"oneDNN {onednn.group(1)}" if onednn else None,
                 "threads": torch.get_num_threads(),
             }
@@ -141,6 +142,20 @@ def libraries(names: list[str]) -> dict[str, Library]:
             module = importlib.import_module(name.split(":")[0])
             out[name] = {"module": getattr(module, "__file__", None)}
     return out
+
+
+def blas_name(info: str | None) -> str:
+    """torch's BLAS_INFO as the record names it: "Accelerate" for Apple's."""
+    return {"accelerate": "Accelerate"}.get(info or "", info or "torch's CPU BLAS")
+
+
+def runs_on_accelerate(library: Library | None, dtype: str) -> bool:
+    """Whether a row of `dtype` went through Apple's Accelerate (its SGEMM runs on the matrix
+    units, not the cores' NEON): torch's float32 on a Mac, numpy's macOS 14 wheel."""
+    library = library or {}
+    if dtype != "float32":
+        return False
+    return library.get("float32") == "Accelerate" or library.get("library") == "accelerate"
 
 
 def numpy_blas() -> Library:

@@ -1,9 +1,12 @@
-"""A CPU with two kinds of core (Intel's P- and E-cores, from its 12th generation): which CPUs
-are which, and each kind's clock, as Linux's sysfs lists them. The computed peak counts each
+"""A CPU with two kinds of core (Intel's P- and E-cores, from its 12th generation; Apple's
+performance levels): which CPUs are which, and each kind's clock, as Linux's sysfs lists them,
+or each level's cores and clusters, as macOS's sysctl does. The computed peak counts each
 kind with its own cores, FLOP per cycle and clock (roofline.interpretation.interpret.peaks):
 a laptop's E-cores run AVX2 on 128-bit units at a lower clock, so one figure for all its
 cores would be wrong both ways."""
 
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 from roofline.device.description import CoreType
@@ -36,7 +39,9 @@ def max_clock_ghz(cpus: set[int], sysfs: Path) -> float | None:
     found = []
     for cpu in cpus:
         try:
-            khz = (sysfs / f"devices/system/cpu/cpu{cpu}/cpufreq/cpuinfo_max_freq").read_text()
+            khz = (sysfs / f"devices/system/cpu/cpu{cpu}/cpufreq/cpuinfo_max_freq").read_text(
+                encoding="utf-8"
+            )
             found.append(int(khz) / 1e6)
         except (OSError, ValueError):
             continue
@@ -50,8 +55,8 @@ def physical_cores(cpus: set[int], sysfs: Path) -> int:
     for cpu in cpus:
         topology = sysfs / f"devices/system/cpu/cpu{cpu}/topology"
         try:
-            package = (topology / "physical_package_id").read_text().strip()
-            cores.add((package, (topology / "core_id").read_text().strip()))
+            package = (topology / "physical_package_id").read_text(encoding="utf-8").strip()
+            cores.add((package, (topology / "core_id").read_text(encoding="utf-8").strip()))
         except OSError:
             return len(cpus)
     return len(cores)
@@ -65,7 +70,7 @@ def core_types(
     kinds: list[CoreType] = []
     for pmu, name, efficiency in KINDS:
         try:
-            cpus = cpu_list((sysfs / "devices" / pmu / "cpus").read_text()) & usable
+            cpus = cpu_list((sysfs / "devices" / pmu / "cpus").read_text(encoding="utf-8")) & usable
         except (OSError, ValueError):
             return None
         if not cpus:
@@ -83,4 +88,48 @@ def core_types(
                 "max_clock_ghz": max_clock_ghz(cpus, sysfs),
             }
         )
+    return kinds if len(kinds) > 1 else None
+
+
+def sysctl(name: str) -> str | None:
+    """macOS's answer for one sysctl name, or None where it has none."""
+    try:
+        done = subprocess.run(["sysctl", "-n", name], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else None
+
+
+def apple_levels(read: Callable[[str], str | None] = sysctl) -> list[CoreType] | None:
+    """Apple silicon's kinds of core, from its performance levels (Apple's "Determining system
+    capabilities": hw.nperflevels, hw.perflevelN.name, .physicalcpu, .logicalcpu, .cpusperl2;
+    a cluster is the cores that share an L2, and each has one matrix unit). "Performance" and
+    "Efficiency" on M1-M4; "Super" and "Performance" on M5 Pro and Max. No clock: macOS gives
+    none on Apple silicon. None where there are fewer than two levels, or a name is missing."""
+    try:
+        levels = int(read("hw.nperflevels") or 0)
+        kinds: list[CoreType] = []
+        for level in range(levels):
+            prefix = f"hw.perflevel{level}"
+            name = read(f"{prefix}.name")
+            cores, logical = (
+                int(read(f"{prefix}.physicalcpu") or 0),
+                int(read(f"{prefix}.logicalcpu") or 0),
+            )
+            per_l2 = int(read(f"{prefix}.cpusperl2") or 0)
+            if not (name and cores and logical and per_l2):
+                return None
+            kinds.append(
+                {
+                    "name": f"{name} cores",
+                    "cores": cores,
+                    "logical_cores": logical,
+                    "efficiency": name == "Efficiency",
+                    "microarchitecture": None,
+                    "max_clock_ghz": None,
+                    "clusters": max(1, cores // per_l2),
+                }
+            )
+    except ValueError:  # an answer that is not a number
+        return None
     return kinds if len(kinds) > 1 else None

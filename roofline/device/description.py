@@ -21,9 +21,10 @@ class CacheLevel(TypedDict):
 
 
 class CoreType(TypedDict):
-    """One kind of core on a CPU that has two (Intel's P- and E-cores since its 12th generation),
-    as Linux's sysfs lists them (roofline.device.hardware.core_types): each kind counts in the
-    computed peak with its own cores, FLOP per cycle and clock."""
+    """One kind of core on a CPU that has two (Intel's P- and E-cores since its 12th generation,
+    as Linux's sysfs lists them; Apple's performance levels, as macOS's sysctl does:
+    roofline.device.core_types): each kind counts in the computed peak with its own cores, FLOP
+    per cycle and clock."""
 
     name: str  # "P-cores", "E-cores"
     cores: int  # its physical cores among those a run uses
@@ -31,6 +32,7 @@ class CoreType(TypedDict):
     efficiency: bool  # an E-core: its vector units are its microarchitecture's own
     microarchitecture: str | None  # an E-core's ("gracemont"); None: not known (no peak)
     max_clock_ghz: float | None  # the highest clock sysfs says its cores run at; None: not said
+    clusters: NotRequired[int]  # Apple's: its clusters, each with one matrix unit (AMX, SME)
 
 
 class CpuInfo(TypedDict):

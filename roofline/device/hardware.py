@@ -92,7 +92,7 @@ def cpu_facts() -> CpuFacts:
     import psutil
 
     from roofline.device.cache_ceilings import cache_sizes
-    from roofline.device.core_types import core_types
+    from roofline.device.core_types import apple_levels, core_types
 
     info = cpuinfo.get_cpu_info()
     machine = psutil.cpu_count(logical=True) or 1
@@ -103,7 +103,10 @@ def cpu_facts() -> CpuFacts:
         physical = physical_cores_of(cpus) or min(physical, len(cpus))
     physical = min(physical, usable)  # ...no more than the threads it may run (a quota)
     caches, caches_from = cache_sizes(info, cpus, machine, platform.system())
-    kinds = core_types(cpus or set(range(machine)), info.get("family"), info.get("model"))
+    if platform.system() == "Darwin":
+        kinds = apple_levels()
+    else:
+        kinds = core_types(cpus or set(range(machine)), info.get("family"), info.get("model"))
     return {
         "system": platform.system(),
         "machine": platform.machine(),
@@ -118,7 +121,7 @@ def cpu_facts() -> CpuFacts:
         "machine_cores": machine,
         "fence": fence(usable, machine, cpus) if usable < machine else None,
         "physical_cores": physical,
-        "core_types": kinds,  # Linux sysfs only: None elsewhere
+        "core_types": kinds,  # Linux's sysfs, macOS's sysctl; None elsewhere
         "memory_bytes": psutil.virtual_memory().total,
     }
 

@@ -13,6 +13,7 @@ from roofline.configuration.params import RENTED_KINDS, MeasuringDevice, Publish
 from roofline.core.arithmetic import cpu_flop_per_cycle
 from roofline.core.dtypes import DTYPES
 from roofline.core.measurement import Measurement
+from roofline.device.backends import runs_on_accelerate
 from roofline.interpretation.manifest import DeviceEntry, PublishedFigure
 from roofline.interpretation.node import median_gpus
 from roofline.interpretation.roofs import core_types_peak, cpu_peak_tflops, implied_clock_ghz
@@ -167,6 +168,34 @@ def no_peak(dev: JudgedDevice, dtype: str, record: Mapping[str, Any]) -> str:
     return f"no datasheet peak for {dtype}: set peak_tflops.{dtype} in the {dev.get('sku')} line"
 
 
+def on_matrix_units(dev: JudgedDevice, record: Mapping[str, Any], point: Measurement) -> bool:
+    """Whether a point ran on Apple silicon's matrix units: Accelerate's float32 on an arm64
+    Mac (on an Intel Mac, Accelerate runs on the cores' vector units, which the peak counts)."""
+    if kind(dev) != "cpu" or record.get("status") != "measured":
+        return False
+    if dev["peak_tflops"].get(point.dtype) is not None:  # a peak set in conf stands
+        return False
+    found = record["found"]
+    library = (record.get("libraries") or {}).get(point.backend)
+    apple = found.get("system") == "Darwin" and found.get("machine") == "arm64"
+    return apple and runs_on_accelerate(library, point.dtype)
+
+
+def matrix_units_reason(found: Mapping[str, Any]) -> str:
+    """Why an Accelerate row on Apple silicon has no peak: its SGEMM runs on the matrix units,
+    one per cluster (of the clusters the performance levels list), and no per-cluster figure is
+    cited yet (the public ones: docs/methodology.md)."""
+    kinds = found.get("core_types") or []
+    clusters = ", ".join(f"{k['clusters']} of {k['name']}" for k in kinds if k.get("clusters"))
+    where = f" ({clusters})" if clusters else ""
+    return (
+        f"no computed peak: Accelerate runs float32 on {found['model']}'s matrix units (AMX, or "
+        f"SME from M4), one per CPU cluster{where}, not on its cores' NEON; no per-cluster "
+        "figure is cited for them yet: set peak_tflops.float32 in its datasheet line "
+        "(conf/device, skus) with its source"
+    )
+
+
 def interpret(points: list[Measurement], dev: JudgedDevice, record: Mapping[str, Any]) -> list[Row]:
     """results.csv rows for a device's points (its lab record's or its sweep's): each against
     the peak of its dtype in `dev`, the device judged against the datasheet of the SKU measured
@@ -180,6 +209,8 @@ def interpret(points: list[Measurement], dev: JudgedDevice, record: Mapping[str,
     rows = []
     for point in points:
         peak, source = peak_of.get(point.dtype, (None, no_peak(dev, point.dtype, record)))
+        if on_matrix_units(dev, record, point):  # never the cores' NEON peak
+            peak, source = None, matrix_units_reason(record["found"])
         out = row(point, peak, source, fma / 1e3 if fma else None, copy)
         if out.status == "pending":
             out.reason = f"never measured: run `uv run dvc repro` on a machine with {dev['sku']}"

@@ -54,14 +54,14 @@ def core_types_peak(
     terms, total = [], 0.0
     for kind in kinds:
         name = kind["name"]
+        native = cpu_flop_per_cycle(dtype, flags, kind["microarchitecture"])
+        if native is None:
+            return f"no instruction set its {name} have runs {dtype} natively"
         if kind["efficiency"] and not kind["microarchitecture"]:
             return (
                 f"its {name}' FLOP per cycle is not known for this chip: add its CPUID model to "
                 "roofline/device/core_types.py's E_CORES, with the source"
             )
-        native = cpu_flop_per_cycle(dtype, flags, kind["microarchitecture"])
-        if native is None:
-            return f"no instruction set its {name} have runs {dtype} natively"
         clock = clock_ghz or kind["max_clock_ghz"]
         if not clock:
             return f"no clock known for its {name} (sysfs has no cpuinfo_max_freq for them)"
