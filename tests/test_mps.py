@@ -3,7 +3,6 @@ refused on the device in MPS's words): its points are checked against a float64 
 on the CPU, timed by MPS events, and measured through `dvc repro` on a played Mac."""
 
 import csv
-import importlib.util
 import inspect
 
 import pytest
@@ -11,18 +10,6 @@ import pytest
 from roofline.device import kinds
 from roofline.measuring.matmul import measure_matmul
 from tests.machines import PLAYED_CACHES, STAND_IN, clone, dvc, make_project, results
-
-
-def stand_in():
-    """The Mac stand-in's module, loaded from its file: its folder is never put on this
-    process's path (its pynvml.py would then be every later test's)."""
-    spec = importlib.util.spec_from_file_location("played_mps", STAND_IN / "played_mps.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-played_mps = stand_in()
 
 MAC = {
     "cpu": {
@@ -41,9 +28,19 @@ MAC = {
 
 
 @pytest.fixture
-def mac(monkeypatch):
-    yield lambda macos="14.5": played_mps.install(macos, monkeypatch.setattr)
-    played_mps.uninstall()
+def stand_in(monkeypatch):
+    """The Mac stand-in's module, its folder on the path for this test only (its pynvml.py
+    would otherwise be every later test's)."""
+    monkeypatch.syspath_prepend(str(STAND_IN))
+    import played_mps
+
+    return played_mps
+
+
+@pytest.fixture
+def mac(stand_in, monkeypatch):
+    yield lambda macos="14.5": stand_in.install(macos, monkeypatch.setattr)
+    stand_in.uninstall()
 
 
 def point(dtype: str):
@@ -114,10 +111,10 @@ def test_a_played_mac_measures_its_gpu_and_its_cpu_through_dvc_repro(tmp_path):
     assert all(float(r["achieved_tflops"]) > 0 and r["mfu"] == "" for r in gpu)  # no peak
 
 
-def test_every_hook_the_stand_in_plays_is_one_the_installed_torch_has():
+def test_every_hook_the_stand_in_plays_is_one_the_installed_torch_has(stand_in):
     import torch
 
-    assert [name for name in played_mps.hooks() if not hasattr(torch._C, name)] == []
+    assert [name for name in stand_in.hooks() if not hasattr(torch._C, name)] == []
     # torch.mps's own Python reaches them: its Event, synchronize and availability.
     event = (torch.mps.event.Event.__init__, torch.mps.Event.record, torch.mps.synchronize)
     sources = "".join(inspect.getsource(f) for f in event)

@@ -26,6 +26,7 @@ then `uninstall()` (tests/conftest.py's `played` fixture does both)."""
 import contextlib
 import json
 import os
+import sys
 import time
 import weakref
 from pathlib import Path
@@ -1068,19 +1069,28 @@ def install(name: str | dict | None = None, setattr_=setattr) -> State:
     """Play the machine in this process: torch.cuda's attributes and roofline.device.kinds' tensor
     placement replaced through `setattr_` (pytest's monkeypatch.setattr undoes them); the
     device's dispatch mode entered until `uninstall()`."""
+    return install_stand_in(sys.modules[__name__], name, setattr_)
+
+
+def uninstall() -> None:
+    uninstall_stand_in(sys.modules[__name__])
+
+
+def install_stand_in(played, name: object, setattr_=setattr) -> object:
+    """A stand-in module (this one, or played_mps) installed in this process: its state begun,
+    torch and roofline.device.kinds played; one played before in this process replaced."""
     import torch
 
     import roofline.device.kinds
 
-    uninstall()  # a machine played before in this process, replaced
-    played = begin(name)
-    play_torch(torch, setattr_)
-    play_kinds(roofline.device.kinds, setattr_)
-    return played
+    uninstall_stand_in(played)
+    begun = played.begin(name)
+    played.play_torch(torch, setattr_)
+    played.play_kinds(roofline.device.kinds, setattr_)
+    return begun
 
 
-def uninstall() -> None:
-    global state
-    if state is not None and state.mode is not None:
-        state.mode.__exit__(None, None, None)
-    state = None
+def uninstall_stand_in(played) -> None:
+    if played.state is not None and played.state.mode is not None:
+        played.state.mode.__exit__(None, None, None)
+    played.state = None

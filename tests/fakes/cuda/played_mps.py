@@ -20,8 +20,11 @@ macOS version played ("14.5"); sitecustomize.py then plays it in every Python pr
 
 import itertools
 import os
+import sys
 import time
 import weakref
+
+from played_cuda import install_stand_in, uninstall_stand_in
 
 # MPS's refusals, as torch on a Mac words them.
 FLOAT64 = (
@@ -200,19 +203,8 @@ def begin(macos: str | None = None) -> State:
 
 def install(macos: str = "14.5", setattr_=setattr) -> State:
     """Play a Mac's GPU in this process (pytest's monkeypatch.setattr undoes what is set)."""
-    import torch
-
-    import roofline.device.kinds
-
-    uninstall()
-    played = begin(macos)
-    play_torch(torch, setattr_)
-    play_kinds(roofline.device.kinds, setattr_)
-    return played
+    return install_stand_in(sys.modules[__name__], macos, setattr_)
 
 
 def uninstall() -> None:
-    global state
-    if state is not None and state.mode is not None:
-        state.mode.__exit__(None, None, None)
-    state = None
+    uninstall_stand_in(sys.modules[__name__])
