@@ -18,6 +18,13 @@ MAC = {
         "isa": [],
         "system": "Darwin",
         "machine": "arm64",
+        # its performance levels as macOS's sysctl lists them (roofline.device.core_types)
+        "core_types": [
+            {"name": "Performance cores", "cores": 1, "logical_cores": 1, "clusters": 1}
+            | {"efficiency": False, "microarchitecture": None, "max_clock_ghz": None},
+            {"name": "Efficiency cores", "cores": 1, "logical_cores": 1, "clusters": 1}
+            | {"efficiency": True, "microarchitecture": None, "max_clock_ghz": None},
+        ],
         **PLAYED_CACHES,
         "cache_bytes": 1 << 20,
         "memory_bytes": 16 << 30,
@@ -106,6 +113,13 @@ def test_a_played_mac_measures_its_gpu_and_its_cpu_through_dvc_repro(tmp_path):
         rows = list(csv.DictReader(table))
     cpu = [r for r in rows if r["device"] == "cpu" and r["status"] == "measured"]
     assert cpu and all(r["mfu"] == "" and "above" not in r["flag"] for r in cpu), cpu
+    # torch's float32 ran on Accelerate (the played torch says so), so on the matrix units.
+    (torch_row,) = [r for r in cpu if r["backend"] == "torch"]
+    assert torch_row["peak_source"].startswith(
+        "no computed peak: Accelerate runs float32 on Apple M2 Pro's matrix units (AMX, or SME "
+        "from M4), one per CPU cluster (1 of Performance cores, 1 of Efficiency cores)"
+    ), torch_row["peak_source"]
+    assert results(mac, "cpu")["libraries"]["torch"]["float32"] == "Accelerate"
     gpu = [r for r in rows if r["device"] == "mps"]
     assert {r["dtype"] for r in gpu if r["status"] == "measured"} == {"float16", "float32"}
     assert all(float(r["achieved_tflops"]) > 0 and r["mfu"] == "" for r in gpu)  # no peak

@@ -11,6 +11,7 @@ tensors on the CPU. It is meant to be as strict as a Mac, never friendlier:
   only between two events both made with enable_timing=True and both recorded, the end after
   the start (each records the host clock: the played device's work is synchronous);
 - one stream, the default: torch.mps.Event.record refuses any other, as torch's does;
+- torch's build says what a Mac's does: BLAS_INFO=accelerate, no MKL;
 - the device is the process's once it makes a roofline.device.kinds.Mps: from then on every
   tensor made is made on it (the CPU's benchmark, a process of its own, makes none).
 
@@ -167,9 +168,25 @@ def hooks() -> dict:
     }
 
 
+def mac_config(linux: str) -> str:
+    """torch.__config__.show() as a Mac's wheel says it: its BLAS and LAPACK are Apple's
+    Accelerate (BLAS_INFO=accelerate), and no MKL is built in."""
+    lines = [line for line in linux.splitlines() if "Math Kernel Library" not in line]
+    text = "\n".join(lines)
+    for linux_says, mac_says in (
+        ("BLAS_INFO=mkl", "BLAS_INFO=accelerate"),
+        ("LAPACK_INFO=mkl", "LAPACK_INFO=accelerate"),
+        ("USE_MKL=ON", "USE_MKL=OFF"),
+    ):
+        text = text.replace(linux_says, mac_says)
+    return text
+
+
 def play_torch(torch, setattr_=setattr) -> None:
     for name, value in hooks().items():
         setattr_(torch._C, name, value)
+    said = mac_config(torch.__config__.show())
+    setattr_(torch.__config__, "show", lambda: said)
     stream = _Stream()
     setattr_(torch.mps, "current_stream", lambda: stream)
     setattr_(torch.mps, "default_stream", lambda: stream)
