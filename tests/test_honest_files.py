@@ -93,6 +93,7 @@ def rendered(recorded, tmp_path_factory) -> Path:
     return project
 
 
+@pytest.mark.slow  # render stages run as processes: scheduled with the long tests
 def test_the_render_stages_write_utf8_under_an_ascii_locale(recorded, tmp_path):
     said = subprocess.run(
         [sys.executable, "-c", "import locale; print(locale.getpreferredencoding(False))"],
@@ -390,6 +391,7 @@ def test_an_unknown_physical_core_count_is_allowed(cpu_record):
 
 
 @pytest.mark.posix
+@pytest.mark.slow  # render stages run as processes: scheduled with the long tests
 def test_a_run_under_umask_022_leaves_its_files_readable_by_others(recorded, tmp_path):
     # Everything is written atomically (a temporary file renamed): it must still get the mode a
     # plain open() gives, or other users of a shared pod cannot read the lab's files.

@@ -341,6 +341,7 @@ def test_numpy_on_a_mac_is_named_by_its_accelerate_build(monkeypatch):
 NO_CACHE = ("-p", "no:cacheprovider", "tests")
 
 
+@pytest.mark.slow  # the whole suite collected in a process of its own: first, not last
 @pytest.mark.parametrize("played_os", ["macos", "windows"])
 def test_the_tests_are_collected_on_a_mac_and_a_windows_pc_without_amdsmi(played_os):
     """amdsmi is installed on Linux only: collection must not need it (find_spec finds
