@@ -142,6 +142,8 @@ def test_an_e_core_or_a_clock_not_known_gives_no_peak_and_says_how_to_add_it(tmp
         ({"cores": 0}, "cpu.core_types[0].cores=0; allowed: a positive integer"),
         ({"max_clock_ghz": "fast"}, "max_clock_ghz='fast'; allowed: a positive number or null"),
         ({"logical_cores": 4}, "cpu.core_types have 12 logical cores in all; allowed: the CPU's"),
+        ({"efficiency": "no"}, "cpu.core_types[0].efficiency='no'; allowed: true or false"),
+        ({"microarchitecture": 7}, "microarchitecture=7; allowed: a name or null"),
     ],
 )
 def test_a_described_core_kind_that_cannot_be_is_refused_by_name(tmp_path, change, said):

@@ -221,6 +221,15 @@ def check_core_types(cpu: dict[str, Any], where: str) -> None:
                 raise HardwareError(
                     f"{where}: {part}.{key}={kind_.get(key)!r}; allowed: a positive integer"
                 )
+        if not isinstance(kind_.get("efficiency"), bool):
+            raise HardwareError(
+                f"{where}: {part}.efficiency={kind_.get('efficiency')!r}; allowed: true or false"
+            )
+        if not isinstance(kind_.get("microarchitecture", ""), str | None):
+            raise HardwareError(
+                f"{where}: {part}.microarchitecture={kind_['microarchitecture']!r}; allowed: a "
+                "name or null"
+            )
         clock = kind_.get("max_clock_ghz")
         if clock is not None and not (
             isinstance(clock, int | float) and not isinstance(clock, bool) and clock > 0

@@ -217,9 +217,13 @@ def os_clock_is_wrong(system: str, machine: str) -> str:
 
 def compiler_advice(system: str) -> str:
     """Where the clock program cannot be built: the one command that brings a compiler on
-    this OS (on Windows, where none would build it, the conf key to set instead), or ""."""
+    this OS (on Windows, where none would build the POSIX kernels, the conf key to set, or
+    WSL2's Linux, where gcc builds them), or ""."""
     if system == "Windows":  # no compiler builds the kernels there (programs.NOT_ON_WINDOWS)
-        return "; set clock_ghz in conf/device/cpu.yaml's datasheet line for a peak"
+        return (
+            "; set clock_ghz in conf/device/cpu.yaml's datasheet line for a peak, or run the lab "
+            "under WSL2 (`wsl --install`, then `sudo apt install gcc` in it), where they build"
+        )
     if programs.compiler() is not None:  # the one `build` looks for
         return ""
     command = {
