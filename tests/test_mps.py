@@ -134,3 +134,45 @@ def test_every_hook_the_stand_in_plays_is_one_the_installed_torch_has(stand_in):
     sources = "".join(inspect.getsource(f) for f in event)
     assert "_mps_acquireEvent" in sources and "_mps_recordEvent" in sources
     assert "_mps_deviceSynchronize" in sources
+
+
+# What `system_profiler SPDisplaysDataType -json` prints on an 8-core M1 (the fields read).
+M1_PROFILE = '{"SPDisplaysDataType": [{"_name": "Apple M1", "sppci_cores": "8"}]}'
+
+
+def test_apples_gpu_peak_is_its_cores_x_128_x_2_x_its_chips_clock():
+    from roofline.device.hardware import apple_gpu_cores
+    from roofline.interpretation.apple_gpu import apple_gpu_peak
+
+    cores = apple_gpu_cores(M1_PROFILE)
+    assert cores == 8 and apple_gpu_cores("{}") is None and apple_gpu_cores("not json") is None
+    m1 = {"name": "Apple M1 GPU", "memory_bytes": 16 << 30, "cores": cores}
+    peak, how = apple_gpu_peak(m1, "float32")
+    assert peak == pytest.approx(2.617, abs=1e-3)  # the source's own 2617 GFLOP/s
+    assert how == "8 GPU cores x 128 ALUs x 2 (FMA) x 1278 MHz (philipturner/metal-benchmarks)"
+    assert apple_gpu_peak(m1, "float16")[0] == peak  # FP16 at the FP32 rate
+    seven = apple_gpu_peak(m1 | {"cores": 7}, "float32")[0]
+    assert seven == pytest.approx(2.290, abs=1e-3)  # the 7-core M1
+    # A chip whose clock the table lacks, or whose cores macOS did not say: no peak, and why.
+    assert apple_gpu_peak(MAC["apple_gpus"][0] | {"cores": 19}, "float32").startswith(
+        "no GPU clock is cited for Apple M2 Pro: add it to roofline/interpretation/apple_gpu.py"
+    )
+    assert "did not say how many GPU cores" in apple_gpu_peak(m1 | {"cores": None}, "float32")
+
+
+def test_an_mps_rows_mfu_is_against_its_computed_peak_where_its_chip_is_cited():
+    from roofline.configuration.measuring_config import to_plain
+    from roofline.core.measurement import measurement
+    from roofline.interpretation.datasheets import judged
+    from roofline.interpretation.interpret import interpret
+    from tests.conftest import device
+
+    mps = judged("mps", to_plain(device(kind="mps", sku="Apple silicon GPU")), None)
+    m1 = {"name": "Apple M1 GPU", "memory_bytes": 16 << 30, "cores": 8}
+    seconds = 2 * 4096**3 / 2.0e12  # 2 TFLOP/s
+    points = [measurement("mps", d, [4096] * 3, [seconds], 1e-3) for d in ("float32", "float16")]
+    for row in interpret(points, mps, {"status": "measured", "found": m1}):
+        assert row.peak_tflops == pytest.approx(2.617, abs=1e-3)
+        assert row.mfu == pytest.approx(2.0 / 2.617, rel=1e-3) and not row.flag
+    (row, _) = interpret(points, mps, {"status": "measured", "found": MAC["apple_gpus"][0]})
+    assert row.mfu is None and row.peak_source.startswith("no computed peak: no GPU clock is")

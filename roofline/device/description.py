@@ -89,6 +89,7 @@ class GpuInfo(NvmlLimits):
 class AppleGpu(TypedDict):
     name: str
     memory_bytes: int  # the machine's, shared with the CPU
+    cores: NotRequired[int]  # its GPU cores, as macOS's system_profiler says; absent: not said
 
 
 # The part of a machine's description that is one configured device.

@@ -341,7 +341,27 @@ def apple_gpus(cpu: CpuInfo) -> list[AppleGpu]:
 
     if not torch.backends.mps.is_available():
         return []
-    return [{"name": f"{cpu['model']} GPU", "memory_bytes": cpu["memory_bytes"]}]
+    found: AppleGpu = {"name": f"{cpu['model']} GPU", "memory_bytes": cpu["memory_bytes"]}
+    cores = apple_gpu_cores()
+    return [found | {"cores": cores} if cores else found]
+
+
+def apple_gpu_cores(profile: str | None = None) -> int | None:
+    """Apple's GPU cores (chips of one name come with several counts: an M1 with 7 or 8), from
+    `system_profiler SPDisplaysDataType -json` (its sppci_cores), or None where it does not say."""
+    import subprocess
+
+    if profile is None:
+        try:
+            command = ["system_profiler", "SPDisplaysDataType", "-json"]
+            profile = subprocess.run(command, capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+    try:
+        displays = json.loads(profile)["SPDisplaysDataType"]
+        return int(next(d["sppci_cores"] for d in displays if "sppci_cores" in d))
+    except (ValueError, KeyError, TypeError, StopIteration):
+        return None
 
 
 # This machine's description, found once per boot: the pipeline's stages read it from here

@@ -14,6 +14,7 @@ from roofline.core.arithmetic import cpu_flop_per_cycle
 from roofline.core.dtypes import DTYPES
 from roofline.core.measurement import Measurement
 from roofline.device.backends import runs_on_accelerate
+from roofline.interpretation.apple_gpu import apple_gpu_peak
 from roofline.interpretation.manifest import DeviceEntry, PublishedFigure
 from roofline.interpretation.node import median_gpus
 from roofline.interpretation.roofs import core_types_peak, cpu_peak_tflops, implied_clock_ghz
@@ -85,6 +86,11 @@ def peaks(dev: JudgedDevice, record: Mapping[str, Any]) -> dict[str, tuple[float
         for dtype, tflops in dev["peak_tflops"].items()
         if tflops is not None
     }
+    if kind(dev) == "mps" and record.get("status") == "measured":  # computed, per chip
+        for dtype in DTYPES:
+            computed = apple_gpu_peak(record["found"], dtype)
+            if dtype not in out and not isinstance(computed, str):
+                out[dtype] = computed
     if kind(dev) != "cpu" or record.get("status") != "measured":
         return out
     found = record["found"]
@@ -163,6 +169,8 @@ def no_peak(dev: JudgedDevice, dtype: str, record: Mapping[str, Any]) -> str:
             f"(flags: {', '.join(found['isa']) or 'none known'}); set peak_tflops.{dtype} in its "
             "datasheet line (conf/device, skus), or read the measured FMA ceiling"
         )
+    if kind(dev) == "mps" and record.get("status") == "measured":
+        return f"no computed peak: {apple_gpu_peak(record['found'], dtype)}"
     if dev.get("missing"):
         return dev["missing"]
     return f"no datasheet peak for {dtype}: set peak_tflops.{dtype} in the {dev.get('sku')} line"
