@@ -220,3 +220,28 @@ def test_a_macs_accelerate_rows_are_never_held_to_its_cores_peak():
     set_peak = judged("cpu", to_plain(device(kind="cpu", peak_tflops={"float32": 3.0})), None)
     (row, _) = interpret(points, set_peak, record)
     assert row.peak_tflops == 3.0 and row.peak_source == "set in conf"
+
+
+@pytest.mark.parametrize("system", ["Darwin", "Windows"])
+def test_a_mac_reads_its_levels_from_sysctl_and_a_windows_pc_reads_no_kinds(monkeypatch, system):
+    """Where Linux's /sys/devices is not: a Mac asks sysctl (played), a Windows PC says none; and
+    neither reads sysfs (core_types is never asked)."""
+    import platform
+
+    import cpuinfo
+
+    from roofline.device import core_types as kinds_module
+
+    def no_sysfs(*args):
+        raise AssertionError(f"sysfs read on {system}")
+
+    played = {"brand_raw": "a played CPU", "flags": [], "l3_cache_size": 8 << 20}
+    monkeypatch.setattr(cpuinfo, "get_cpu_info", lambda: played)
+    monkeypatch.setattr(platform, "system", lambda: system)
+    monkeypatch.setattr(kinds_module, "core_types", no_sysfs)
+    monkeypatch.setattr(kinds_module, "apple_levels", lambda: apple_levels(M1_MAX_SYSCTL.get))
+    found = hardware.cpu_facts()
+    if system == "Darwin":
+        assert [k["clusters"] for k in found["core_types"]] == [2, 1]
+    else:
+        assert found["core_types"] is None

@@ -146,7 +146,7 @@ def libraries(names: list[str]) -> dict[str, Library]:
 
 def blas_name(info: str | None) -> str:
     """torch's BLAS_INFO as the record names it: "Accelerate" for Apple's."""
-    return {"accelerate": "Accelerate"}.get(info or "", info or "torch's CPU BLAS")
+    return "Accelerate" if info == "accelerate" else info or "torch's CPU BLAS"
 
 
 def runs_on_accelerate(library: Library | None, dtype: str) -> bool:

@@ -1,6 +1,7 @@
 """A CPU with two kinds of core (Intel's P- and E-cores, from its 12th generation; Apple's
 performance levels): which CPUs are which, and each kind's clock, as Linux's sysfs lists them,
-or each level's cores and clusters, as macOS's sysctl does. The computed peak counts each
+or each level's cores and clusters, as macOS's sysctl does; and the physical cores under a set of
+CPUs, from sysfs's topology. Windows says neither: no kinds there. The computed peak counts each
 kind with its own cores, FLOP per cycle and clock (roofline.interpretation.interpret.peaks):
 a laptop's E-cores run AVX2 on 128-bit units at a lower clock, so one figure for all its
 cores would be wrong both ways."""
@@ -48,18 +49,19 @@ def max_clock_ghz(cpus: set[int], sysfs: Path) -> float | None:
     return max(found) if found else None
 
 
-def physical_cores(cpus: set[int], sysfs: Path) -> int:
-    """The physical cores under these CPUs (SMT siblings share a core_id), or as many as the
-    CPUs where the topology is not there."""
+def physical_cores_of(cpus: set[int], sysfs: Path = Path("/sys/devices/system/cpu")) -> int | None:
+    """The physical cores these logical CPUs sit on (SMT siblings share one), from Linux's
+    sysfs topology; None where it does not tell."""
     cores = set()
     for cpu in cpus:
-        topology = sysfs / f"devices/system/cpu/cpu{cpu}/topology"
+        topology = sysfs / f"cpu{cpu}" / "topology"
         try:
             package = (topology / "physical_package_id").read_text(encoding="utf-8").strip()
-            cores.add((package, (topology / "core_id").read_text(encoding="utf-8").strip()))
+            core = (topology / "core_id").read_text(encoding="utf-8").strip()
         except OSError:
-            return len(cpus)
-    return len(cores)
+            return None
+        cores.add((package, core))
+    return len(cores) or None
 
 
 def core_types(
@@ -78,7 +80,7 @@ def core_types(
         kinds.append(
             {
                 "name": name,
-                "cores": physical_cores(cpus, sysfs),
+                "cores": physical_cores_of(cpus, sysfs / "devices/system/cpu") or len(cpus),
                 "logical_cores": len(cpus),
                 "efficiency": efficiency,
                 # a P-core runs the CPU's flags at full width; an E-core its own units

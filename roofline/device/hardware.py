@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import NotRequired, TypedDict, cast
 
 from roofline.core.errors import HardwareError
+from roofline.device.core_types import physical_cores_of
 from roofline.device.description import (
     GPU_VISIBILITY,
     AppleGpu,
@@ -43,21 +44,6 @@ def usable_cpus() -> set[int] | None:
 
     process = psutil.Process()
     return set(process.cpu_affinity()) if hasattr(process, "cpu_affinity") else None
-
-
-def physical_cores_of(cpus: set[int], sysfs: Path = Path("/sys/devices/system/cpu")) -> int | None:
-    """The physical cores these logical CPUs sit on (SMT siblings share one), from Linux's
-    sysfs topology; None where it does not tell."""
-    cores = set()
-    for cpu in cpus:
-        topology = sysfs / f"cpu{cpu}" / "topology"
-        try:
-            package = (topology / "physical_package_id").read_text(encoding="utf-8").strip()
-            core = (topology / "core_id").read_text(encoding="utf-8").strip()
-        except OSError:
-            return None
-        cores.add((package, core))
-    return len(cores) or None
 
 
 class CpuFacts(TypedDict):
@@ -103,9 +89,10 @@ def cpu_facts() -> CpuFacts:
         physical = physical_cores_of(cpus) or min(physical, len(cpus))
     physical = min(physical, usable)  # ...no more than the threads it may run (a quota)
     caches, caches_from = cache_sizes(info, cpus, machine, platform.system())
+    kinds = None  # Windows lists no kinds of core to py-cpuinfo or psutil
     if platform.system() == "Darwin":
         kinds = apple_levels()
-    else:
+    elif platform.system() == "Linux":
         kinds = core_types(cpus or set(range(machine)), info.get("family"), info.get("model"))
     return {
         "system": platform.system(),
@@ -121,7 +108,7 @@ def cpu_facts() -> CpuFacts:
         "machine_cores": machine,
         "fence": fence(usable, machine, cpus) if usable < machine else None,
         "physical_cores": physical,
-        "core_types": kinds,  # Linux's sysfs, macOS's sysctl; None elsewhere
+        "core_types": kinds,
         "memory_bytes": psutil.virtual_memory().total,
     }
 
@@ -250,11 +237,15 @@ class TorchWithoutCuda(HardwareError):
     the GPUs too."""
 
 
+def nvml_sees(gpus: int, driver: str | None) -> str:
+    return f"NVML sees {gpus} NVIDIA GPU{'s' if gpus > 1 else ''} (driver {driver or 'unknown'})"
+
+
 def without_cuda_note(gpus: int, torch_version: str, driver: str | None) -> str:
     """What a Windows PC with NVIDIA GPUs and the lock's CPU-only torch is told, once a run."""
-    seen = f"NVML sees {gpus} NVIDIA GPU{'s' if gpus > 1 else ''} (driver {driver or 'unknown'})"
     return (
-        f"{seen}, but this torch ({torch_version}) is the package index's build for Windows, "
+        f"{nvml_sees(gpus, driver)}, but this torch ({torch_version}) is the package index's "
+        "build for Windows, "
         "which has no CUDA: the CPU is measured, the GPU is not. To measure the GPU too, install "
         "the same torch built for this driver from PyTorch's index: `uv pip install "
         f"--torch-backend=auto torch=={torch_version.split('+')[0]}`, then "
@@ -266,7 +257,7 @@ def driver_problem(
     gpus: int, torch_version: str, torch_cuda: str | None, driver: str | None, said: str
 ) -> str:
     """Why torch cannot use the GPUs NVML sees, and what to do, in a user's words."""
-    seen = f"NVML sees {gpus} NVIDIA GPU{'s' if gpus > 1 else ''} (driver {driver or 'unknown'})"
+    seen = nvml_sees(gpus, driver)
     if torch_cuda is None:
         return (
             f"{seen}, but this torch ({torch_version}) is a CPU-only build: "
