@@ -1,5 +1,7 @@
 """The timing harness and the kernels, on the CPU, at tiny sizes. No speed is asserted."""
 
+import sys
+
 import pytest
 import torch
 
@@ -260,22 +262,89 @@ def test_a_function_of_your_own_has_no_kernel_name_and_that_is_no_failure(tmp_pa
     assert point.status == "measured" and point.kernel == "" and logged == []
 
 
-def test_the_kernel_is_learnt_from_one_more_call_outside_the_timed_window():
+def watched_point(tmp_path, monkeypatch, at_check: bool, answer=None):
+    """A point through a matmul of your own that counts its calls, on a kind that learns its
+    kernel at the check or after the window: (the point, the calls made, and for each time the
+    kernel was learnt, the calls it made and the timed calls made before it)."""
+    (tmp_path / "counted.py").write_text(
+        "CALLS = []\n\ndef mm(a, b):\n    CALLS.append(1)\n    return a @ b\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "counted", raising=False)  # this test's own, afresh
+    import counted
+
     timer, learnt = CountingTimer(), []
 
     class Watched(kinds.Kind):
+        kernel_at_check = at_check
+
         def timer(self):
             return timer
 
         def kernel(self, call, backend="torch"):
-            before = timer.calls
+            if answer is not None:
+                return answer()
+            before = len(counted.CALLS)
             call()
-            learnt.append(timer.calls - before)
+            learnt.append((len(counted.CALLS) - before, timer.calls))
             return "a kernel"
 
-    point = cpu_point(kind=Watched())
-    assert point.kernel == "a kernel" and learnt == [0]  # no timed call was made for it
-    assert len(point.samples_s) == 2
+    logged = []
+    point = cpu_point(backend="counted:mm", kind=Watched(), log=logged.append)
+    return point, len(counted.CALLS), learnt, logged
+
+
+def test_a_cpu_kernel_is_learnt_from_the_checks_own_call_and_costs_no_call_of_its_own(
+    tmp_path, monkeypatch
+):
+    point, calls, learnt, _ = watched_point(tmp_path, monkeypatch, at_check=True)
+    assert point.kernel == "a kernel" and point.status == "measured"
+    assert learnt == [(1, 0)]  # one call, before any timed one: the checked call
+    # The checked call, one warm-up call, two timed: none spent on the kernel alone (an 8192^3
+    # float32 call is 6-7 s on a 2-core CPU).
+    assert calls == 1 + 1 + 2 and len(point.samples_s) == 2
+
+
+def test_a_gpu_kernel_is_learnt_from_one_more_call_outside_the_timed_window(tmp_path, monkeypatch):
+    point, calls, learnt, _ = watched_point(tmp_path, monkeypatch, at_check=False)
+    assert point.kernel == "a kernel" and len(point.samples_s) == 2
+    assert learnt == [(1, 1 + 2)]  # after the warm-up and the two timed calls
+    assert calls == 1 + 1 + 2 + 1
+    assert kinds.Cuda.kernel_at_check is False  # a first GPU call may autotune (TunableOp)
+
+
+def test_a_kernel_learning_that_fails_before_calling_still_checks_and_measures_the_point(
+    tmp_path, monkeypatch
+):
+    from roofline.device.kernel_ran import NotSeen
+
+    def refuse():
+        raise NotSeen("this torch has neither MKL nor oneDNN")
+
+    point, calls, _, logged = watched_point(tmp_path, monkeypatch, at_check=True, answer=refuse)
+    assert point.status == "measured" and point.kernel == "" and calls == 1 + 1 + 2
+    assert logged == [
+        "cpu float32 [64, 64, 64] (counted:mm): the kernel that ran is not recorded: "
+        "NotSeen: this torch has neither MKL nor oneDNN"
+    ]
+
+
+def test_a_call_that_fails_while_its_kernel_is_learnt_fails_the_point_by_its_own_error(
+    tmp_path, monkeypatch
+):
+    (tmp_path / "refusing.py").write_text(
+        "def mm(a, b):\n    raise ValueError('the library refused')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    class Learning(kinds.Kind):
+        def kernel(self, call, backend="torch"):
+            call()
+            return "never reached"
+
+    point = cpu_point(backend="refusing:mm", kind=Learning())
+    assert point.status == "failed"
+    assert point.reason == "the call raised: ValueError: the library refused"
 
 
 def test_a_cpu_shape_is_judged_against_the_memory_available_not_the_total():

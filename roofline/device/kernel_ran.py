@@ -1,5 +1,6 @@
-"""The kernel a call ran, as its library names it, learnt from one more call of it (never a
-timed one): what roofline.device.kinds' `Kind.kernel` records in each measured row.
+"""The kernel a call ran, as its library names it, learnt from a call that is never a timed
+one (a CPU's checked call, a GPU's one more call after the window): what
+roofline.device.kinds' `Kind.kernel` records in each measured row.
 
     cuda  torch's profiler (CUPTI) around the call: the longest CUDA kernel it saw, the GEMM
           (cuBLAS's split-K reduction or a memset beside it is shorter)

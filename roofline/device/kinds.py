@@ -50,6 +50,10 @@ class Kind:
     name = "cpu"
     graphs = False  # whether a short call is worth replaying from a graph
     reference: str | None = None  # where a product's float64 check runs: None, on the device
+    # Whether the kernel is learnt from the check's own call: a CPU library names the same
+    # kernel on every call, and an 8192^3 call is seconds. A GPU's first call may autotune
+    # (TunableOp, cuBLASLt's heuristics), so its kernel is learnt after the window.
+    kernel_at_check = True
 
     def tensors(self) -> str:
         """The torch device its tensors live on."""
@@ -119,6 +123,7 @@ class Cuda(Kind):
 
     name = "cuda"
     graphs = True
+    kernel_at_check = False
     blas = "cuBLASLt"  # the library its GEMMs go through
 
     def __init__(self, index: int = 0, uuid: str | None = None) -> None:

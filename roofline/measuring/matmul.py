@@ -34,6 +34,9 @@ class Point:
     # The timed call itself (on operand set i), for one more call after timing that learns the
     # kernel it runs (roofline.measuring.measure); it holds the operands until the point is done.
     call: Callable[[int], object] | None = None
+    # The kernel the check's call ran, where it was learnt there (Kind.kernel_at_check): its
+    # name ("" where the library cannot say), or what learning it raised; None: not learnt.
+    kernel: str | Exception | None = None
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -158,6 +161,7 @@ class Prepared:
     call: Callable[[int], object]
     check_error: float
     sets: int
+    kernel: str | Exception | None = None  # the check's call's, where `learn` was given
 
 
 def prepare_matmul(
@@ -174,11 +178,13 @@ def prepare_matmul(
     fast_accum: bool = False,
     sets: int | None = None,
     reference: str | None = None,
+    learn: Callable[[Callable[[], object]], str | None] | None = None,
 ) -> Prepared:
     """Random operands (enough sets to rotate past the cache, or `sets`), C = A @ B through
     `backend` (roofline.device.backends) checked against float64 (on `reference`, where the
     device has none: roofline.device.kinds.Kind.reference). Raises WrongResult instead of
-    returning a kernel whose output is wrong."""
+    returning a kernel whose output is wrong. `learn`: runs the checked call and names the
+    kernel it ran (Kind.kernel), so no call is spent on that alone."""
     gen = torch.Generator(device=device).manual_seed(seed)
     if sets is None:
         sets = min(MAX_SETS, buffer_sets(matmul_bytes(m, n, k, dtype), cache_bytes or 0))
@@ -186,15 +192,32 @@ def prepare_matmul(
     library = backends.backend(backend, matmul_fn(dtype, device, fast_accum))
     operands = [library.operands(a, b) for a, b in inputs]
     mm = library.matmul
+    made: list[object] = []  # the checked call's output, once it ran
+    tried: list[bool] = []
+
+    def checked() -> None:
+        tried.append(True)
+        made.append(mm(*operands[0]))
+
+    kernel: str | Exception | None = None
     with float32_math(dtype):
-        product = library.product(mm(*operands[0]))
+        if learn is not None:
+            try:
+                kernel = learn(checked) or ""
+            except Exception as err:  # the call's own failure is the point's; a name's is not
+                if tried and not made:
+                    raise
+                kernel = err
+        if not made:  # no learning asked, or one that answered without calling
+            checked()
+        product = library.product(made.pop())
         error = check_product(*inputs[0], product, check_rows, gen, reference)
     tolerance = DTYPES[dtype].tolerance
     if not error <= tolerance:  # also catches NaN
         raise WrongResult(
             f"max relative error {error:.3g} > {tolerance:g} against float64 on {check_rows} rows"
         )
-    return Prepared(lambda i: mm(*operands[i % sets]), error, sets)
+    return Prepared(lambda i: mm(*operands[i % sets]), error, sets, kernel)
 
 
 def measure_matmul(
@@ -232,6 +255,7 @@ def measure_matmul(
         cache_bytes=cache_bytes,
         backend=backend,
         reference=kind.reference,
+        learn=(lambda call: kind.kernel(call, backend)) if kind.kernel_at_check else None,
     )
     timer = kind.timer()
     timing = dict(
@@ -248,7 +272,9 @@ def measure_matmul(
             samples, window, timed = sample(batched(ready.call, calls_per_sample), **timing)
             samples = [t / calls_per_sample for t in samples]
             how = f"{timer.name}, {calls_per_sample} calls a sample"
-            return Point(samples, ready.check_error, ready.sets, how, window, timed, ready.call)
+            return Point(
+                samples, ready.check_error, ready.sets, how, window, timed, ready.call, ready.kernel
+            )
         samples, window, timed = sample(ready.call, **timing)
         how = timer.name
         if kind.graphs and summarize(samples)["median_s"] < GRAPH_BELOW_S:
@@ -261,7 +287,9 @@ def measure_matmul(
                 how = f"CUDA graph of {ready.sets} calls, replayed back to back"
             else:
                 how += " (a CUDA graph was not faster)"
-    return Point(samples, ready.check_error, ready.sets, how, window, timed, ready.call)
+    return Point(
+        samples, ready.check_error, ready.sets, how, window, timed, ready.call, ready.kernel
+    )
 
 
 def batched(call: Callable[[int], object], count: int) -> Callable[[int], object]:

@@ -182,19 +182,23 @@ def kernel_that_ran(
     where: str,
     log: Callable[[str], None],
 ) -> str:
-    """The kernel the timed call runs, as its library names it, from one more call after the
-    timed window (kinds.Kind.kernel), under the same float32 math; "" where the library cannot
-    say (a function of your own), or where learning it failed, which `log` says: the point's
-    figures stand either way."""
-    if point.call is None:
+    """The kernel the timed call runs, as its library names it: learnt from the check's call
+    where the kind learns it there (a CPU's), else from one more call after the timed window
+    (kinds.Kind.kernel), under the same float32 math; "" where the library cannot say (a
+    function of your own), or where learning it failed, which `log` says: the point's figures
+    stand either way."""
+    learnt = point.kernel
+    if learnt is None and point.call is not None:
+        call = point.call
+        try:
+            with float32_math(dtype):
+                learnt = kind.kernel(lambda: call(0), backend) or ""
+        except Exception as err:  # whatever it was, the measurement stands without a kernel name
+            learnt = err
+    if isinstance(learnt, Exception):
+        log(f"{where}: the kernel that ran is not recorded: {raised(learnt)}")
         return ""
-    call = point.call
-    try:
-        with float32_math(dtype):
-            return kind.kernel(lambda: call(0), backend) or ""
-    except Exception as err:  # whatever it was, the measurement stands without a kernel name
-        log(f"{where}: the kernel that ran is not recorded: {raised(err)}")
-        return ""
+    return learnt or ""
 
 
 # A sustained window keeps about this many samples, each the mean of as many calls as fill it:
