@@ -109,8 +109,9 @@ class Measurement(WindowTelemetry):
     timing: str = ""  # how the samples were timed (host clock, events back to back, CUDA graph)
     timing_mode: TimingMode | None = None  # the same, as a mode; None: not measured
     # The kernel that ran, as its library names it, learnt from an untimed call (a CPU's
-    # checked call, a GPU's one more after timing; roofline.device.kinds, Kind.kernel): cuBLAS's from torch's profiler, a CPU's from MKL's
-    # or oneDNN's verbose output or numpy's BLAS; "" where it was not learnt (the log says why).
+    # checked call, a GPU's one more after timing; roofline.device.kinds, Kind.kernel):
+    # cuBLAS's from torch's profiler, a CPU's from MKL's or oneDNN's verbose output or numpy's
+    # BLAS; "" where it was not learnt (the log says why).
     kernel: str = ""
     # The timed window (roofline.device.timing.TimedWindow), on every device: its length, whether
     # the call cap cut it, and how much of the host it had; None where the OS does not report it.
