@@ -43,7 +43,9 @@ class RunInfo(TypedDict):
 
 
 class CopyCeiling(TypedDict):
-    """A copy on the device, bytes read and written both counted: its bandwidth ceiling."""
+    """A copy on the device, bytes read and written both counted: its bandwidth ceiling. A
+    GPU's is torch's dst.copy_(src), a sample a call; a CPU's STREAM's copy on every core at
+    once (roofline.device.stream), a sample a window, or torch's where that was not measured."""
 
     bytes_moved: int
     median_s: float
@@ -52,6 +54,11 @@ class CopyCeiling(TypedDict):
     spread: float
     gbps: float
     samples_s: list[float]
+    how: NotRequired[str]  # what ran (older records: torch's copy, unsaid)
+    copies: NotRequired[int]  # STREAM's: the copies of the program, one a core...
+    array_bytes: NotRequired[int]  # ...each one's each array
+    triad_gbps: NotRequired[float | None]  # ...and its triad, the same way (None: not used)
+    triad_reason: NotRequired[str]
 
 
 class Record(TypedDict):

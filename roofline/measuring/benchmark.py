@@ -34,8 +34,9 @@ from roofline.device.cache_ceilings import (
 from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.hardware import BOOT_CACHE, live_hardware
 from roofline.device.peakflops import FmaCeiling, cpu_clock, measure_fma
+from roofline.device.stream import STREAM_WINDOW_S, measure_stream
 from roofline.machines.identity import identity
-from roofline.machines.record_types import Fingerprint, Record, RunInfo
+from roofline.machines.record_types import CopyCeiling, Fingerprint, Record, RunInfo
 from roofline.machines.records import points
 from roofline.measuring.measure import (
     Target,
@@ -155,9 +156,10 @@ def measure_device(
     else:
         target = target_for(kind, found, log)
         rows = measure_points(name, dev, bench, target, found, log, spent)
-    with timing(spent, "copy"):
-        memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
-    log(f"{name} copy {bench.copy_mib} MiB: {memory['gbps']:.1f} GB/s (read + write)")
+    if kind != "cpu":  # a CPU's is STREAM's, on every core, after its clock (below)
+        with timing(spent, "copy"):
+            memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
+        log(f"{name} copy {bench.copy_mib} MiB: {memory['gbps']:.1f} GB/s (read + write)")
     record: Record = {
         "schema": SCHEMA_VERSION,
         "device": name,
@@ -167,9 +169,10 @@ def measure_device(
         # The same part, without the UUID that names one card of the model.
         "found": cast(Found, {k: v for k, v in found.items() if k != "uuid"}),
         "run": run_info(*begun, kind),
-        "memory": memory,
         "rows": [asdict(row) for row in rows],
     }
+    if kind != "cpu":
+        record["memory"] = memory
     if kind == "cpu":  # the CPU itself: its clock, and its FMA ceiling at the widest vector
         cpu = cast(CpuInfo, found)
         cores, isa = cpu["logical_cores"], cpu["isa"]
@@ -192,6 +195,9 @@ def measure_device(
                 cores, isa, sizes, where, window, clock_ghz=measured_ghz
             )
         log(f"{name} read bandwidth, every core: {describe_caches(record['caches'])}")
+        with timing(spent, "copy"):
+            record["memory"] = cpu_memory_ceiling(target, bench, cores, sizes, measured_ghz)
+        log(f"{name} copy: {describe_copy(record['memory'])}")
     record["libraries"] = libraries(list(dev.backends))
     record["run"]["spent"] = spent
     return record
@@ -316,6 +322,32 @@ def describe_fma(fma: FmaCeiling) -> str:
     if fma["gflops"] is None:
         return f"{fma['vector']}: {fma['reason']}"
     return f"{fma['gflops'] / 1e3:.4g} TFLOP/s ({fma['vector']}, every core)"
+
+
+def cpu_memory_ceiling(
+    target: Target,
+    bench: BenchSettings,
+    cores: int,
+    sizes: list[CacheSize],
+    clock_ghz: float | None,
+) -> CopyCeiling:
+    """A CPU's memory ceiling: STREAM's copy on every core at once (roofline.device.stream),
+    else torch's copy of bench.copy_mib, saying why."""
+    window = compiled_window_s(bench, STREAM_WINDOW_S)
+    free = psutil.virtual_memory().available
+    stream, why = measure_stream(cores, sizes, free, window, clock_ghz)
+    if stream is not None:
+        return stream
+    copy = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
+    threads = f"{target.threads} threads" if target.threads else "its threads"
+    how = f"torch's dst.copy_(src) of {bench.copy_mib} MiB on {threads}"
+    return copy | {"how": f"{how} (STREAM's copy not measured: {why})"}
+
+
+def describe_copy(memory: CopyCeiling) -> str:
+    triad = memory.get("triad_gbps")
+    also = f", triad {triad:.1f} GB/s" if triad is not None else ""
+    return f"{memory['gbps']:.1f} GB/s (read + write{also}), {memory.get('how', '')}"
 
 
 def describe_caches(caches: list[CacheBandwidth]) -> str:

@@ -1,0 +1,187 @@
+"""A CPU's memory roof at the machine's bandwidth: STREAM's copy and triad (McCalpin), a copy of
+the program on every core at once, each over arrays of its own past every cache, built and run by
+roofline.device.programs as every CPU kernel is. One thread of a framework's copy leaves memory
+channels idle that every core's streams fill: on a 2-core AMD EPYC, torch's 1 GiB dst.copy_(src)
+read 31-33 GB/s where STREAM's copy read 40-41.
+
+Bytes are counted as STREAM counts them: copy reads and writes each element once (16 bytes a
+double), triad reads two and writes one (24); a store's write-allocate read is not counted. Both
+are STREAM's loops, with the compiler's plain vector stores, as STREAM's compile (never the C
+library's memcpy, whose non-temporal stores read 30-40% slower on that EPYC). The roofline's
+memory slope is the copy's, the triad kept beside it."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from roofline.core import arithmetic as ar
+from roofline.device.cache_ceilings import DRAM_LEAST, DRAM_TIMES, MEMORY_SHARE, CacheSize
+from roofline.device.programs import (
+    MAX_CLOCK_GHZ,
+    MAX_LOAD_BYTES,
+    WINDOWS,
+    ProgramFailed,
+    build,
+    not_built,
+    run_windows,
+)
+
+if TYPE_CHECKING:  # the records' types import this package's modules
+    from roofline.machines.record_types import CopyCeiling
+
+# Each copy fills its three arrays (every page its own, huge pages asked for), runs the kernel
+# once, then window after window (argv[4]) of argv[3] seconds, a line each: its GB/s, its share
+# of a CPU, and a checksum that keeps the stores live.
+STREAM_PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <sys/mman.h>
+static double since(struct timespec *t0, clockid_t clock) {
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return (t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+/* STREAM's own loops, kept loops: not turned into the C library's memcpy, whose stores are
+   its own choice (non-temporal past a size), where STREAM's compile to plain vector stores. */
+#if defined(__clang__)
+__attribute__((no_builtin("memcpy")))
+#elif defined(__GNUC__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+static void kernel(int triad, double *restrict a, double *restrict b, double *restrict c,
+                   long n) {
+    if (triad) {
+        for (long i = 0; i < n; i++) a[i] = b[i] + 3.0 * c[i];
+    } else {
+        for (long i = 0; i < n; i++) c[i] = a[i];
+    }
+}
+int main(int argc, char **argv) {
+    int triad = argv[1][0] == 't';
+    long n = atol(argv[2]) / (long)sizeof(double);
+    double seconds = atof(argv[3]);
+    size_t bytes = (size_t)n * sizeof(double);
+    double *a, *b, *c;
+    if (n < 1 || posix_memalign((void **)&a, 1 << 21, bytes) ||
+        posix_memalign((void **)&b, 1 << 21, bytes) || posix_memalign((void **)&c, 1 << 21, bytes))
+        return 1;
+#ifdef MADV_HUGEPAGE
+    madvise(a, bytes, MADV_HUGEPAGE);
+    madvise(b, bytes, MADV_HUGEPAGE);
+    madvise(c, bytes, MADV_HUGEPAGE);
+#endif
+    for (long i = 0; i < n; i++) { a[i] = 1.0; b[i] = 2.0; c[i] = 0.0; }
+    kernel(triad, a, b, c, n);
+    double moved = (triad ? 3.0 : 2.0) * (double)bytes;
+    for (int window = atoi(argv[4]); window > 0; window--) {
+        struct timespec t0, c0;
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        double s = 0;
+        long passes = 0;
+        while (s < seconds) {
+            kernel(triad, a, b, c, n);
+            passes++;
+            s = since(&t0, CLOCK_MONOTONIC);
+        }
+        double cpu = since(&c0, CLOCK_PROCESS_CPUTIME_ID);
+        printf("%f %f %f\n", moved * passes / s / 1e9, cpu / s, a[n / 2] + c[n / 3]);
+    }
+    return 0;
+}
+"""
+# As STREAM is built (-O3: its loops vectorised at the widest vector -march=native allows).
+STREAM_FLAGS = ("-O3",)
+KERNELS = {"copy": 2, "triad": 3}  # the arrays each reads and writes, STREAM's count
+# A window long enough for several passes over a copy's arrays at DRAM speed (STREAM times ten).
+STREAM_WINDOW_S = 0.3
+
+
+def array_bytes(sizes: list[CacheSize], copies: int, memory_free: int) -> int | None:
+    """Each array of each copy: STREAM's rule, DRAM_TIMES the largest cache a copy has of any
+    level (at least DRAM_LEAST), the three arrays of every copy together within MEMORY_SHARE of
+    the memory free; None where that leaves no array past the caches."""
+    largest = max((size.size_bytes // size.shared_by for size in sizes), default=0)
+    wanted = max(DRAM_TIMES * largest, DRAM_LEAST)
+    room = int(memory_free * MEMORY_SHARE) // (3 * max(1, copies))
+    fits = min(wanted, room) // 4096 * 4096
+    return fits if fits > largest else None
+
+
+def bound_gbps(cores: int, clock_ghz: float | None) -> float:
+    """What no stream of these cores can move: MAX_LOAD_BYTES["DRAM"] a cycle per core, at the
+    measured clock (or MAX_CLOCK_GHZ)."""
+    return cores * (clock_ghz or MAX_CLOCK_GHZ) * MAX_LOAD_BYTES["DRAM"]
+
+
+def measure_stream(
+    cores: int,
+    sizes: list[CacheSize],
+    memory_free: int,
+    seconds: float = STREAM_WINDOW_S,
+    clock_ghz: float | None = None,
+    windows: int = WINDOWS,
+) -> tuple[CopyCeiling | None, str]:
+    """(STREAM's copy and triad on every core at once, why it was not measured: "" where it
+    was). The copy's figure is the median of the windows none of its copies shared."""
+    n = array_bytes(sizes, cores, memory_free)
+    if n is None:
+        return (
+            None,
+            f"three arrays a core past the caches would not fit in {MEMORY_SHARE:.0%} of the memory free",
+        )
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            binary = build(STREAM_PROGRAM, Path(tmp), {}, STREAM_FLAGS)
+        except ProgramFailed as err:
+            return None, str(err)
+        if binary is None:
+            return None, not_built()
+        figures: dict[str, list[float]] = {}
+        for name in KERNELS:
+            try:
+                seen = run_windows(binary, [name, str(n), str(seconds), str(windows)], cores)
+            except ProgramFailed as err:
+                return None, f"its {name} kernel: {err}"
+            own = [sum(w.values) for w in seen if not w.shared]
+            if not own:
+                figures[name] = []
+                continue
+            if max(own) > bound_gbps(cores, clock_ghz):
+                return None, (
+                    f"its {name} read {max(own):.4g} GB/s, above what {cores} cores can move "
+                    f"({bound_gbps(cores, clock_ghz):.4g})"
+                )
+            figures[name] = own
+    if not figures["copy"]:
+        return None, f"every one of its {windows} copy windows shared the CPUs with another process"
+    moved = KERNELS["copy"] * n * cores
+    samples = [moved / (gbps * 1e9) for gbps in figures["copy"]]
+    stats = ar.summarize(samples)
+    ceiling: CopyCeiling = {
+        "bytes_moved": moved,
+        "median_s": stats["median_s"],
+        "min_s": stats["min_s"],
+        "max_s": stats["max_s"],
+        "spread": stats["spread"],
+        "gbps": ar.gbps(moved, stats["median_s"]),
+        "samples_s": samples,
+        "how": (
+            f"STREAM's copy (its loop, plain vector stores) on every core at once: {cores} "
+            f"copies, each over arrays of {n >> 20} MiB"
+        ),
+        "copies": cores,
+        "array_bytes": n,
+    }
+    triad = figures["triad"]
+    if triad:
+        triad_moved = KERNELS["triad"] * n * cores
+        median = ar.summarize([triad_moved / (g * 1e9) for g in triad])["median_s"]
+        ceiling["triad_gbps"] = ar.gbps(triad_moved, median)
+    else:
+        ceiling["triad_gbps"] = None
+        ceiling["triad_reason"] = "every window shared the CPUs with another process"
+    return ceiling, ""
