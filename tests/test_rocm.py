@@ -368,13 +368,15 @@ def mi300x(**changes) -> dict:
     return {**played_cuda.MI300X, **changes}
 
 
-def measured(gpu: dict, dtype: str = "float32", bench: BenchSettings = BENCH):
-    """One point measured on the played AMD GPU as the benchmark measures it, and its row."""
+def measured(gpu: dict, dtype: str = "float32", bench: BenchSettings = BENCH, calls: int = 1):
+    """One point measured on the played AMD GPU as the benchmark measures it, and its row;
+    `calls` a sample (the benchmark's calls_per_sample)."""
     from roofline.interpretation.rows import row
     from roofline.measuring.measure import gpu_target, measure_point
 
     said = []
-    point = measure_point("mi300x", dtype, [64] * 3, gpu_target(gpu, said.append), bench, gpu)
+    target = gpu_target(gpu, said.append)
+    point = measure_point("mi300x", dtype, [64] * 3, target, bench, gpu, calls_per_sample=calls)
     assert point.status == "measured", point.reason
     return point, row(point), said
 
@@ -384,7 +386,10 @@ def test_a_window_of_a_second_or_more_has_its_power_from_amdsmis_energy_counter(
 
     played("mi300x")
     (gpu,) = gpu_info()
-    point, _, _ = measured(gpu, bench=dataclasses.replace(BENCH, min_seconds=1.2))
+    # Ten calls a sample: a played 64^3 call can take 0.1 ms on a fast host, and 10,000 samples
+    # of one (the cap on a window's samples) would cut the window short of its 1.2 s.
+    bench = dataclasses.replace(BENCH, min_seconds=1.2)
+    point, _, _ = measured(gpu, bench=bench, calls=10)
     assert point.window_s >= 1.2 and point.power_source == "energy counter"
     assert point.power_w == pytest.approx(740, rel=0.1)
     assert point.energy_j == pytest.approx(point.power_w * point.window_s, rel=0.05)

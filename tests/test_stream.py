@@ -138,3 +138,19 @@ def test_a_cpu_without_stream_keeps_torchs_copy_and_says_why(monkeypatch):
         "compiler here)"
     )
     assert "copies" not in copy and "triad_gbps" not in copy
+
+
+def test_the_appendix_says_what_measured_the_memory_slope_where_the_record_says():
+    from roofline.rendering.gap_paragraph import memory_sentences
+    from tests.manifests import RUN, entry
+
+    how = (
+        "STREAM's copy (its loop, plain vector stores) on every core at once: 2 copies, each "
+        "over arrays of 64 MiB"
+    )
+    copy = RUN["memory_copy"] | {"gbps": 41.2, "how": how, "triad_gbps": 39.87}
+    assert memory_sentences(entry(kind="cpu", memory_copy=copy)) == [
+        f"The memory slope, 41.2 GB/s, is {how}; STREAM's triad 39.87 GB/s."
+    ]
+    # A record older than STREAM's (or a GPU's, whose copy is torch's) says nothing more.
+    assert memory_sentences(entry(kind="cpu")) == []

@@ -14,7 +14,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from roofline.core.errors import SchemaError
 
@@ -359,3 +359,22 @@ def check_version(record: Any, path: Path) -> None:
             f"{SCHEMA_VERSION}: it was written by a newer version of this lab. Nothing was "
             "measured, overwritten or rendered. Update this checkout (`git pull`) and run again"
         )
+
+
+class CopyCeiling(TypedDict):
+    """A copy on the device, bytes read and written both counted: its bandwidth ceiling. A
+    GPU's is torch's dst.copy_(src), a sample a call; a CPU's STREAM's copy on every core at
+    once (roofline.device.stream), a sample a window, or torch's where that was not measured."""
+
+    bytes_moved: int
+    median_s: float
+    min_s: float
+    max_s: float
+    spread: float
+    gbps: float
+    samples_s: list[float]
+    how: NotRequired[str]  # what ran (older records: torch's copy, unsaid)
+    copies: NotRequired[int]  # STREAM's: the copies of the program, one a core...
+    array_bytes: NotRequired[int]  # ...each one's each array
+    triad_gbps: NotRequired[float | None]  # ...and its triad, the same way (None: not used)
+    triad_reason: NotRequired[str]

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from roofline.core import arithmetic as ar
+from roofline.core.measurement import CopyCeiling
 from roofline.device.cache_ceilings import DRAM_LEAST, DRAM_TIMES, MEMORY_SHARE, CacheSize
 from roofline.device.programs import (
     MAX_CLOCK_GHZ,
@@ -27,9 +27,6 @@ from roofline.device.programs import (
     not_built,
     run_windows,
 )
-
-if TYPE_CHECKING:  # the records' types import this package's modules
-    from roofline.machines.record_types import CopyCeiling
 
 # Each copy fills its three arrays (every page its own, huge pages asked for), runs the kernel
 # once, then window after window (argv[4]) of argv[3] seconds, a line each: its GB/s, its share

@@ -267,7 +267,11 @@ def measured_run(
         peaks_used={
             dtype: Peak(tflops, source) for dtype, (tflops, source) in peaks(dev, record).items()
         },
-        memory_copy=MemoryCopy(**{k: record["memory"][k] for k in MEMORY}),
+        memory_copy=MemoryCopy(
+            **{k: record["memory"][k] for k in MEMORY},
+            how=record["memory"].get("how", ""),
+            triad_gbps=record["memory"].get("triad_gbps"),
+        ),
         lab_checks=checks,
         # A CPU's own ceilings; what each backend ran.
         clock=recorded("clock", record.get("clock"), "clock"),

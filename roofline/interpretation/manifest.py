@@ -152,6 +152,8 @@ class MemoryCopy:
     max_s: float
     spread: float
     gbps: float
+    how: str = ""  # what ran (a CPU's: STREAM's copy on every core, or why torch's instead)
+    triad_gbps: float | None = None  # a CPU's STREAM triad beside it
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ DVC writes it. Types only, so that the rules (records) and the keys (keys) both 
 
 from typing import Any, NotRequired, TypedDict
 
+from roofline.core.measurement import CopyCeiling
 from roofline.device.backends import Library
 from roofline.device.cache_ceilings import CacheBandwidth
 from roofline.device.description import Found, Identity
@@ -40,25 +41,6 @@ class RunInfo(TypedDict):
     # Seconds each part of the run took (each point, the copy, a CPU's clock, FMA and caches):
     # where the time went, for whoever slows it next. Older records have none.
     spent: NotRequired[dict[str, float]]
-
-
-class CopyCeiling(TypedDict):
-    """A copy on the device, bytes read and written both counted: its bandwidth ceiling. A
-    GPU's is torch's dst.copy_(src), a sample a call; a CPU's STREAM's copy on every core at
-    once (roofline.device.stream), a sample a window, or torch's where that was not measured."""
-
-    bytes_moved: int
-    median_s: float
-    min_s: float
-    max_s: float
-    spread: float
-    gbps: float
-    samples_s: list[float]
-    how: NotRequired[str]  # what ran (older records: torch's copy, unsaid)
-    copies: NotRequired[int]  # STREAM's: the copies of the program, one a core...
-    array_bytes: NotRequired[int]  # ...each one's each array
-    triad_gbps: NotRequired[float | None]  # ...and its triad, the same way (None: not used)
-    triad_reason: NotRequired[str]
 
 
 class Record(TypedDict):

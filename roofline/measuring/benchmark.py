@@ -22,7 +22,12 @@ import torch
 from roofline.configuration.params import RENTED_KINDS
 from roofline.core import arithmetic as ar
 from roofline.core.errors import ConfigError, HardwareError
-from roofline.core.measurement import SCHEMA_VERSION, Measurement, measurement_from_dict
+from roofline.core.measurement import (
+    SCHEMA_VERSION,
+    CopyCeiling,
+    Measurement,
+    measurement_from_dict,
+)
 from roofline.core.progress import progress, say
 from roofline.device.backends import libraries
 from roofline.device.cache_ceilings import (
@@ -36,7 +41,7 @@ from roofline.device.hardware import BOOT_CACHE, live_hardware
 from roofline.device.peakflops import FmaCeiling, cpu_clock, measure_fma
 from roofline.device.stream import STREAM_WINDOW_S, measure_stream
 from roofline.machines.identity import identity
-from roofline.machines.record_types import CopyCeiling, Fingerprint, Record, RunInfo
+from roofline.machines.record_types import Fingerprint, Record, RunInfo
 from roofline.machines.records import points
 from roofline.measuring.measure import (
     Target,

@@ -12,14 +12,14 @@ import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import torch
 
 from roofline.core import arithmetic as ar
 from roofline.core.dtypes import DTYPES, LAB_DTYPE
 from roofline.core.errors import RooflineError
-from roofline.core.measurement import Measurement, empty, measurement
+from roofline.core.measurement import CopyCeiling, Measurement, empty, measurement
 from roofline.device import backends, kinds, telemetry
 from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.timing import BenchSettings
@@ -31,9 +31,6 @@ from roofline.measuring.matmul import (
     measure_matmul,
     unsupported_reason,
 )
-
-if TYPE_CHECKING:  # the records' rules import yaml and more: the GPU suite runs this bare
-    from roofline.machines.record_types import CopyCeiling
 
 
 @dataclass

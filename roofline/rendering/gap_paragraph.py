@@ -188,6 +188,16 @@ def cache_sentences(entry: DeviceEntry) -> list[str]:
     ]
 
 
+def memory_sentences(entry: DeviceEntry) -> list[str]:
+    """What measured the memory slope, where the record says (a CPU's: STREAM's copy on every
+    core at once, its triad beside it, or why torch's copy stands instead)."""
+    copy = run_of(entry).memory_copy
+    if not copy.how:
+        return []
+    triad = f"; STREAM's triad {copy.triad_gbps:.4g} GB/s" if copy.triad_gbps else ""
+    return [f"The memory slope, {copy.gbps:.4g} GB/s, is {copy.how}{triad}."]
+
+
 def telemetry_sentences(head: Any, entry: DeviceEntry) -> list[str]:
     """The timed window's clock, power and clock limits, each clause from its own reading."""
     if pd.isna(head.sm_clock_mhz):
@@ -251,6 +261,7 @@ def gap_paragraph(
         *dtype_sentences(head, rows, knobs is not None and (knobs.status == "measured").any()),
         *fma_sentences(head, entry),
         *cache_sentences(entry),
+        *memory_sentences(entry),
         *telemetry_sentences(head, entry),
         sustained_sentence(entry, rows, sustained),
         datasheet_sentence(entry),
