@@ -11,6 +11,7 @@ from roofline.device.programs import (
     MAX_CLOCK_GHZ,
     MAX_LOAD_BYTES,
     VECTORS,
+    WINDOW_CLOCKS,
     WINDOWS,
     ProgramFailed,
     best_of,
@@ -28,10 +29,11 @@ from roofline.device.programs import (
 # themselves), a line each. Loads only: no store, so no write-allocate and no write-back in the
 # figure. Every page of the buffer is touched (huge pages asked for) and the buffer read once
 # before the first window, so the windows find it where it fits.
-READ_PROGRAM = r"""
+READ_PROGRAM = (
+    WINDOW_CLOCKS
+    + r"""
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <sys/mman.h>
 typedef float vec __attribute__((vector_size(VECTOR_BYTES)));
 #define LANES (VECTOR_BYTES / 4)
@@ -44,11 +46,6 @@ static void pass(const vec *data, long blocks) {
         for (int j = 0; j < ACC; j++) a[j] += data[j];
     }
     for (int j = 0; j < ACC; j++) acc[j] = a[j];
-}
-static double since(struct timespec *t0, clockid_t clock) {
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return (t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) * 1e-9;
 }
 int main(int argc, char **argv) {
     long blocks = atol(argv[1]) / (VECTOR_BYTES * ACC);
@@ -63,17 +60,16 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < bytes; i += 4096) data[i] = 1;  /* every page its own, zeroed */
     pass((const vec *)data, blocks);
     for (int window = atoi(argv[3]); window > 0; window--) {  /* a line each */
-        struct timespec t0, c0;
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        struct window w;
+        window_begin(&w);
         double s = 0;
         long passes = 0;
         while (s < seconds) {
             for (long p = 0; p < chunk; p++) pass((const vec *)data, blocks);
             passes += chunk;
-            s = since(&t0, CLOCK_MONOTONIC);
+            s = window_wall(&w);
         }
-        double cpu = since(&c0, CLOCK_PROCESS_CPUTIME_ID);
+        double cpu = window_cpu(&w);
         float sum = 0;
         for (int j = 0; j < ACC; j++)
             for (int l = 0; l < LANES; l++) sum += acc[j][l];
@@ -83,6 +79,7 @@ int main(int argc, char **argv) {
     return 0;
 }
 """
+)
 SYSFS_CPUS = Path("/sys/devices/system/cpu")
 CACHE_LEVELS = ("L1", "L2", "L3")
 # DRAM's working set: this many times the largest cache one copy has, and at least DRAM_LEAST

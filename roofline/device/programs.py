@@ -39,6 +39,27 @@ FMA_MARGIN = 0.25  # an FMA ceiling above the computed peak by more is refused (
 MAX_CPU_SHARE = 1.1  # a single-threaded copy's CPU time over its wall time
 
 
+# The clocks of a kernel's window, for the programs that time window after window in one
+# process (the read kernel, STREAM's): its wall time, and this process's CPU time in it.
+WINDOW_CLOCKS = r"""
+#include <time.h>
+struct window { struct timespec wall, cpu; };
+static double since(const struct timespec *t0, clockid_t clock) {
+    struct timespec t;
+    clock_gettime(clock, &t);
+    return (t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) * 1e-9;
+}
+static void window_begin(struct window *w) {
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &w->cpu);
+    clock_gettime(CLOCK_MONOTONIC, &w->wall);
+}
+static double window_wall(const struct window *w) { return since(&w->wall, CLOCK_MONOTONIC); }
+static double window_cpu(const struct window *w) {
+    return since(&w->cpu, CLOCK_PROCESS_CPUTIME_ID);
+}
+"""
+
+
 class ProgramFailed(Exception):
     """A compiled kernel that did not give a figure: why, for its ceiling's "not measured"."""
 

@@ -21,6 +21,7 @@ from roofline.device.cache_ceilings import DRAM_LEAST, DRAM_TIMES, MEMORY_SHARE,
 from roofline.device.programs import (
     MAX_CLOCK_GHZ,
     MAX_LOAD_BYTES,
+    WINDOW_CLOCKS,
     WINDOWS,
     ProgramFailed,
     build,
@@ -31,16 +32,12 @@ from roofline.device.programs import (
 # Each copy fills its three arrays (every page its own, huge pages asked for), runs the kernel
 # once, then window after window (argv[4]) of argv[3] seconds, a line each: its GB/s, its share
 # of a CPU, and a checksum that keeps the stores live.
-STREAM_PROGRAM = r"""
+STREAM_PROGRAM = (
+    WINDOW_CLOCKS
+    + r"""
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <sys/mman.h>
-static double since(struct timespec *t0, clockid_t clock) {
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return (t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) * 1e-9;
-}
 /* STREAM's own loops, kept loops: not turned into the C library's memcpy, whose stores are
    its own choice (non-temporal past a size), where STREAM's compile to plain vector stores. */
 #if defined(__clang__)
@@ -74,22 +71,22 @@ int main(int argc, char **argv) {
     kernel(triad, a, b, c, n);
     double moved = (triad ? 3.0 : 2.0) * (double)bytes;
     for (int window = atoi(argv[4]); window > 0; window--) {
-        struct timespec t0, c0;
-        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-        clock_gettime(CLOCK_MONOTONIC, &t0);
+        struct window w;
+        window_begin(&w);
         double s = 0;
         long passes = 0;
         while (s < seconds) {
             kernel(triad, a, b, c, n);
             passes++;
-            s = since(&t0, CLOCK_MONOTONIC);
+            s = window_wall(&w);
         }
-        double cpu = since(&c0, CLOCK_PROCESS_CPUTIME_ID);
+        double cpu = window_cpu(&w);
         printf("%f %f %f\n", moved * passes / s / 1e9, cpu / s, a[n / 2] + c[n / 3]);
     }
     return 0;
 }
 """
+)
 # As STREAM is built (-O3: its loops vectorised at the widest vector -march=native allows).
 STREAM_FLAGS = ("-O3",)
 KERNELS = {"copy": 2, "triad": 3}  # the arrays each reads and writes, STREAM's count
