@@ -61,16 +61,16 @@ def windows(*totals: float, shared: bool = False) -> list[Window]:
 
 
 def played(monkeypatch, copy: list[Window], triad: list[Window]) -> None:
-    """The program built, and its windows as given (copy's, then triad's)."""
+    """The program built, and its windows as given: the copy's, then the triad's, as one
+    process a core prints them."""
     monkeypatch.setattr(stream, "build", lambda *a, **k: "program")
-    seen = {"copy": copy, "triad": triad}
-    monkeypatch.setattr(stream, "run_windows", lambda binary, args, copies: seen[args[0]])
+    monkeypatch.setattr(stream, "run_windows", lambda binary, args, copies: copy + triad)
 
 
 def test_the_figure_is_the_median_of_the_windows_no_copy_shared(monkeypatch):
-    played(monkeypatch, windows(40, 10, 42, 41, 44) + windows(90, shared=True), windows(30, 33))
-    monkeypatch.setattr(stream, "WINDOWS", 6)
-    ceiling, why = stream.measure_stream(2, SIZES, 64 << 30)
+    copy = windows(40, 10, 42, 41, 44) + windows(90, shared=True)
+    played(monkeypatch, copy, windows(30, 33) + windows(1, 1, 1, 1, shared=True))
+    ceiling, why = stream.measure_stream(2, SIZES, 64 << 30, windows=6)
     # 10 GB/s is a window a neighbour slowed without taking the CPU: it stays, as every sample
     # does; the shared 90 does not.
     assert why == "" and ceiling["gbps"] == pytest.approx(41.0)
@@ -80,22 +80,22 @@ def test_the_figure_is_the_median_of_the_windows_no_copy_shared(monkeypatch):
 
 
 def test_a_stream_whose_every_window_was_shared_gives_no_figure(monkeypatch):
-    played(monkeypatch, windows(40, 41, shared=True), windows(30))
+    played(monkeypatch, windows(40, 41, shared=True), windows(30, 31))
     ceiling, why = stream.measure_stream(2, SIZES, 64 << 30, windows=2)
     assert ceiling is None
     assert why == "every one of its 2 copy windows shared the CPUs with another process"
 
 
 def test_a_triad_whose_every_window_was_shared_is_kept_out_and_said(monkeypatch):
-    played(monkeypatch, windows(40, 41), windows(30, shared=True))
-    ceiling, _ = stream.measure_stream(2, SIZES, 64 << 30)
+    played(monkeypatch, windows(40, 41), windows(30, 31, shared=True))
+    ceiling, _ = stream.measure_stream(2, SIZES, 64 << 30, windows=2)
     assert ceiling["gbps"] > 0 and ceiling["triad_gbps"] is None
     assert ceiling["triad_reason"] == "every window shared the CPUs with another process"
 
 
 def test_a_stream_faster_than_its_cores_can_move_is_refused(monkeypatch):
-    played(monkeypatch, windows(40, 5000), windows(30))
-    ceiling, why = stream.measure_stream(2, SIZES, 64 << 30, clock_ghz=3.0)
+    played(monkeypatch, windows(40, 5000), windows(30, 31))
+    ceiling, why = stream.measure_stream(2, SIZES, 64 << 30, clock_ghz=3.0, windows=2)
     assert ceiling is None
     assert why == "its copy read 5000 GB/s, above what 2 cores can move (384)"
 
@@ -115,9 +115,12 @@ def test_no_compiler_or_a_failing_program_says_why(monkeypatch):
         raise ProgramFailed("it exited with code 1")
 
     monkeypatch.setattr(stream, "run_windows", fails)
-    assert stream.measure_stream(2, SIZES, 64 << 30) == (
+    assert stream.measure_stream(2, SIZES, 64 << 30) == (None, "it exited with code 1")
+    # A program that stopped printing part-way: no figure from half its windows.
+    monkeypatch.setattr(stream, "run_windows", lambda *a: windows(40, 41, 42))
+    assert stream.measure_stream(2, SIZES, 64 << 30, windows=2) == (
         None,
-        "its copy kernel: it exited with code 1",
+        "it printed 3 of the 4 windows asked",
     )
 
 

@@ -29,9 +29,9 @@ from roofline.device.programs import (
     run_windows,
 )
 
-# Each copy fills its three arrays (every page its own, huge pages asked for), runs the kernel
-# once, then window after window (argv[4]) of argv[3] seconds, a line each: its GB/s, its share
-# of a CPU, and a checksum that keeps the stores live.
+# Each copy fills its three arrays once (every page its own, huge pages asked for), then for
+# the copy and then the triad runs the kernel once and window after window (argv[3]) of argv[2]
+# seconds, a line each: its GB/s, its share of a CPU, and a checksum that keeps the stores live.
 STREAM_PROGRAM = (
     WINDOW_CLOCKS
     + r"""
@@ -54,9 +54,8 @@ static void kernel(int triad, double *restrict a, double *restrict b, double *re
     }
 }
 int main(int argc, char **argv) {
-    int triad = argv[1][0] == 't';
-    long n = atol(argv[2]) / (long)sizeof(double);
-    double seconds = atof(argv[3]);
+    long n = atol(argv[1]) / (long)sizeof(double);
+    double seconds = atof(argv[2]);
     size_t bytes = (size_t)n * sizeof(double);
     double *a, *b, *c;
     if (n < 1 || posix_memalign((void **)&a, 1 << 21, bytes) ||
@@ -68,20 +67,22 @@ int main(int argc, char **argv) {
     madvise(c, bytes, MADV_HUGEPAGE);
 #endif
     for (long i = 0; i < n; i++) { a[i] = 1.0; b[i] = 2.0; c[i] = 0.0; }
-    kernel(triad, a, b, c, n);
-    double moved = (triad ? 3.0 : 2.0) * (double)bytes;
-    for (int window = atoi(argv[4]); window > 0; window--) {
-        struct window w;
-        window_begin(&w);
-        double s = 0;
-        long passes = 0;
-        while (s < seconds) {
-            kernel(triad, a, b, c, n);
-            passes++;
-            s = window_wall(&w);
+    for (int triad = 0; triad < 2; triad++) {
+        kernel(triad, a, b, c, n);
+        double moved = (triad ? 3.0 : 2.0) * (double)bytes;
+        for (int window = atoi(argv[3]); window > 0; window--) {
+            struct window w;
+            window_begin(&w);
+            double s = 0;
+            long passes = 0;
+            while (s < seconds) {
+                kernel(triad, a, b, c, n);
+                passes++;
+                s = window_wall(&w);
+            }
+            double cpu = window_cpu(&w);
+            printf("%f %f %f\n", moved * passes / s / 1e9, cpu / s, a[n / 2] + c[n / 3]);
         }
-        double cpu = window_cpu(&w);
-        printf("%f %f %f\n", moved * passes / s / 1e9, cpu / s, a[n / 2] + c[n / 3]);
     }
     return 0;
 }
@@ -111,6 +112,11 @@ def bound_gbps(cores: int, clock_ghz: float | None) -> float:
     return cores * (clock_ghz or MAX_CLOCK_GHZ) * MAX_LOAD_BYTES["DRAM"]
 
 
+def pass_times(moved: int, rates_gbps: list[float]) -> list[float]:
+    """Each window's rate as the seconds one pass of `moved` bytes took in it."""
+    return [moved / (rate * 1e9) for rate in rates_gbps]
+
+
 def measure_stream(
     cores: int,
     sizes: list[CacheSize],
@@ -134,26 +140,28 @@ def measure_stream(
             return None, str(err)
         if binary is None:
             return None, not_built()
-        figures: dict[str, list[float]] = {}
-        for name in KERNELS:
-            try:
-                seen = run_windows(binary, [name, str(n), str(seconds), str(windows)], cores)
-            except ProgramFailed as err:
-                return None, f"its {name} kernel: {err}"
-            own = [sum(w.values) for w in seen if not w.shared]
-            if not own:
-                figures[name] = []
-                continue
-            if max(own) > bound_gbps(cores, clock_ghz):
-                return None, (
-                    f"its {name} read {max(own):.4g} GB/s, above what {cores} cores can move "
-                    f"({bound_gbps(cores, clock_ghz):.4g})"
-                )
-            figures[name] = own
+        try:
+            seen = run_windows(binary, [str(n), str(seconds), str(windows)], cores)
+        except ProgramFailed as err:
+            return None, str(err)
+    if len(seen) < 2 * windows:
+        return None, f"it printed {len(seen)} of the {2 * windows} windows asked"
+    bound = bound_gbps(cores, clock_ghz)
+    figures: dict[str, list[float]] = {}  # each kernel's windows no copy shared, in order
+    for i, name in enumerate(KERNELS):
+        figures[name] = [
+            sum(w.values) for w in seen[i * windows : (i + 1) * windows] if not w.shared
+        ]
+        if max(figures[name], default=0.0) > bound:
+            fastest = max(figures[name])
+            return (
+                None,
+                f"its {name} read {fastest:.4g} GB/s, above what {cores} cores can move ({bound:.4g})",
+            )
     if not figures["copy"]:
         return None, f"every one of its {windows} copy windows shared the CPUs with another process"
     moved = KERNELS["copy"] * n * cores
-    samples = [moved / (gbps * 1e9) for gbps in figures["copy"]]
+    samples = pass_times(moved, figures["copy"])
     stats = ar.summarize(samples)
     ceiling: CopyCeiling = {
         "bytes_moved": moved,
@@ -173,7 +181,7 @@ def measure_stream(
     triad = figures["triad"]
     if triad:
         triad_moved = KERNELS["triad"] * n * cores
-        median = ar.summarize([triad_moved / (g * 1e9) for g in triad])["median_s"]
+        median = ar.summarize(pass_times(triad_moved, triad))["median_s"]
         ceiling["triad_gbps"] = ar.gbps(triad_moved, median)
     else:
         ceiling["triad_gbps"] = None
