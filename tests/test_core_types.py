@@ -225,7 +225,8 @@ def test_a_macs_accelerate_rows_are_never_held_to_its_cores_peak():
 @pytest.mark.parametrize("system", ["Darwin", "Windows"])
 def test_a_mac_reads_its_levels_from_sysctl_and_a_windows_pc_reads_no_kinds(monkeypatch, system):
     """Where Linux's /sys/devices is not: a Mac asks sysctl (played), a Windows PC says none; and
-    neither reads sysfs (core_types is never asked)."""
+    neither reads sysfs (neither core_types nor physical_cores_of is asked), even where a
+    Windows PC's affinity leaves it fewer CPUs than the machine has."""
     import platform
 
     import cpuinfo
@@ -235,13 +236,25 @@ def test_a_mac_reads_its_levels_from_sysctl_and_a_windows_pc_reads_no_kinds(monk
     def no_sysfs(*args):
         raise AssertionError(f"sysfs read on {system}")
 
+    import joblib
+    import psutil
+
     played = {"brand_raw": "a played CPU", "flags": [], "l3_cache_size": 8 << 20}
     monkeypatch.setattr(cpuinfo, "get_cpu_info", lambda: played)
     monkeypatch.setattr(platform, "system", lambda: system)
     monkeypatch.setattr(kinds_module, "core_types", no_sysfs)
+    monkeypatch.setattr(hardware, "physical_cores_of", no_sysfs)
     monkeypatch.setattr(kinds_module, "apple_levels", lambda: apple_levels(M1_MAX_SYSCTL.get))
+    # 8 CPUs on 4 cores. A Windows PC started with an affinity of 2 (psutil's cpu_affinity);
+    # macOS has no affinity to give (None).
+    cpus = {0, 1} if system == "Windows" else None
+    monkeypatch.setattr(hardware, "usable_cpus", lambda: cpus)
+    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: 8 if logical else 4)
+    monkeypatch.setattr(joblib, "cpu_count", lambda: len(cpus or range(8)))
     found = hardware.cpu_facts()
     if system == "Darwin":
         assert [k["clusters"] for k in found["core_types"]] == [2, 1]
+        assert found["physical_cores"] == 4
     else:
         assert found["core_types"] is None
+        assert found["physical_cores"] == 2  # no more than the CPUs it may use

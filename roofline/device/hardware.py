@@ -85,8 +85,10 @@ def cpu_facts() -> CpuFacts:
     usable = min(joblib.cpu_count(), machine)  # affinity, quota (rounded up), LOKY_MAX_CPU_COUNT
     cpus = usable_cpus()
     physical = psutil.cpu_count(logical=False) or machine
-    if cpus and len(cpus) < machine:  # the physical cores of the CPUs it may use
-        physical = physical_cores_of(cpus) or min(physical, len(cpus))
+    if cpus and len(cpus) < machine:  # the physical cores of the CPUs it may use: Linux's
+        # sysfs says which; elsewhere (a Windows PC's affinity) no more than those CPUs
+        on_linux = platform.system() == "Linux"
+        physical = (on_linux and physical_cores_of(cpus)) or min(physical, len(cpus))
     physical = min(physical, usable)  # ...no more than the threads it may run (a quota)
     caches, caches_from = cache_sizes(info, cpus, machine, platform.system())
     kinds = None  # Windows lists no kinds of core to py-cpuinfo or psutil
