@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from roofline.interpretation.breakdown import Step, StepId, breakdown
+from roofline.interpretation.breakdown import MicroKernel, Step, StepId, Threading, breakdown
 from roofline.interpretation.ceilings import (
     Ceiling,
     measured_ceilings,
@@ -198,6 +198,73 @@ def test_cpu_breakdown_goes_through_the_measured_fma_ceiling():
     steps = breakdown(head, best, "cpu", None, unmeasured)
     assert steps[1].tflops is None and steps[1].note == "not measured: no C compiler here"
     assert "68.0% of the step above (dense peak)" in steps[4].note  # 0.34 / 0.5
+
+
+def test_a_cpus_kernel_on_one_core_splits_into_its_micro_kernel_and_packing_where_measured():
+    head = SimpleNamespace(
+        m=8192,
+        n=8192,
+        k=8192,
+        dtype="float32",
+        peak_tflops=0.5,
+        peak_source="computed",
+        sm_clock_mhz=float("nan"),
+        sm_clock_max_mhz=float("nan"),
+        achieved_tflops=0.25,
+    )
+    itself = Ceiling(0.25, (8192, 8192, 8192), "lab", "torch")
+    fma = Fma(400.0, "AVX-512 (512-bit)")  # 0.2 TFLOP/s a core on two
+    threading = Threading(1.8, 2, (2048, 2048, 2048), 0.15)
+    micro = MicroKernel((2048, 2048, 2048), 0.15, (192, 192, 192), 0.18, 2)
+    steps = breakdown(head, itself, "cpu", None, fma, threading=threading, micro=micro)
+    assert [s.id for s in steps] == [
+        StepId.PEAK,
+        StepId.FMA,
+        StepId.THREADS,
+        StepId.MICRO_KERNEL,
+        StepId.PACKING,
+        StepId.CEILING,
+        StepId.ACHIEVED,
+    ]
+    # By hand: 0.4 x 1.8/2 = 0.36; x 0.18/0.2 = 0.324 (90% of a core); x 0.15/0.18 = 0.27.
+    assert [s.tflops for s in steps[1:5]] == pytest.approx([0.4, 0.36, 0.324, 0.27])
+    assert steps[3].note == (
+        "one thread reached 0.18 TFLOP/s at 192x192x192 (its operands in L2): 90.0% of one "
+        "core's FMA ceiling (0.2)"
+    )
+    assert (
+        steps[4].note
+        == "one thread reached 0.15 TFLOP/s at 2048x2048x2048, 83.3% of its 0.18 in L2"
+    )
+    # Without the split, the one step it replaces; a kernel faster at the larger shape loses
+    # nothing to packing (capped at 100%, as the other steps are).
+    whole = breakdown(head, itself, "cpu", None, fma, threading=threading)
+    assert [s.id for s in whole][3:5] == [StepId.ONE_CORE, StepId.CEILING]
+    assert whole[3].tflops == pytest.approx(0.36 * 0.15 / 0.2)
+    faster = MicroKernel((2048, 2048, 2048), 0.19, (192, 192, 192), 0.18, 2)
+    steps = breakdown(head, itself, "cpu", None, fma, threading=threading, micro=faster)
+    # ...and its kernel's own rate is the larger shape's: 0.36 x 0.19/0.2 = 0.342.
+    assert steps[3].tflops == pytest.approx(0.342) and steps[4].tflops == steps[3].tflops
+    assert steps[3].note == (
+        "one thread reached 0.19 TFLOP/s at 2048x2048x2048, and 0.18 TFLOP/s at 192x192x192 "
+        "with its operands in L2: 95.0% of one core's FMA ceiling (0.2)"
+    )
+    assert steps[4].note == (
+        "none measurable: one thread at 2048x2048x2048 was no slower than with its operands in L2"
+    )
+    # No FMA ceiling: the micro-kernel has nothing to be held to, and says so.
+    steps = breakdown(
+        head,
+        itself,
+        "cpu",
+        None,
+        Fma(None, "AVX2", "not measured: no C compiler"),
+        threading=threading,
+        micro=micro,
+    )
+    assert (
+        steps[3].tflops is None and steps[3].note == "no FMA ceiling to hold one core's kernel to"
+    )
 
 
 def test_with_no_sweep_the_breakdown_says_the_ceiling_is_not_measured_apart():

@@ -37,6 +37,7 @@ def test_the_cpu_knobs_are_measured_on_both_sides_and_checked():
     assert list(rows) == [
         "naive -> BLAS",
         "1 thread -> every core",
+        "operands in L2",
         "BLAS library",
         "float32 -> bfloat16",
         "oneDNN instruction set",
@@ -51,6 +52,70 @@ def test_the_cpu_knobs_are_measured_on_both_sides_and_checked():
         assert rows["1 thread -> every core"].status == "measured"
     naive = rows["naive -> BLAS"]
     assert naive.status == "measured" or "no C compiler" in naive.reason
+
+
+def test_the_square_in_l2_holds_its_three_operands_in_half_of_one_l2():
+    from roofline.core.arithmetic import square_in
+
+    # 1 MiB: 3 x 4 x n^2 <= 512 KiB, n <= 209, down to a multiple of 32.
+    assert square_in(1 << 20) == 192
+    assert 3 * 4 * 192**2 <= (1 << 20) // 2 < 3 * 4 * 224**2
+    assert square_in(2 << 20) == 288  # n <= 295
+    assert square_in(16 << 20) == 832  # a cluster's L2 (Apple's), one thread alone on it
+    assert square_in(16 << 10) == 0  # n <= 26: not even 32
+    found = dict(cpu_info(), isa=["avx2", "fma"])
+    target = target_for("cpu", found, print)
+    for caches, why in (
+        ([], "no square fits in this CPU's L2 (the probe read no cache sizes)"),
+        (
+            [{"level": "L2", "size_bytes": 16 << 10, "shared_by": 1}],
+            "no square fits in this CPU's L2 (16,384 bytes: too small)",
+        ),
+    ):
+        knobs = kn.cpu_knobs(target, dict(found, caches=caches), TINY, SETTINGS)
+        (knob,) = [k for k in knobs if k.name == kn.MICRO_KERNEL_KNOB]
+        point = kn.measure_knob("cpu", knob, SETTINGS)
+        assert (point.status, point.reason, point.variant_shape) == ("skipped", why, None)
+
+
+def test_the_micro_kernel_knob_times_one_thread_at_the_shape_and_in_l2_each_at_its_own_flops():
+    l2 = {"level": "L2", "size_bytes": 32 << 10, "shared_by": 1}  # a square of 32 in it
+    found = dict(cpu_info(), isa=["avx2", "fma"], caches=[l2])
+    target = target_for("cpu", found, print)
+    (knob,) = [
+        k for k in kn.cpu_knobs(target, found, TINY, SETTINGS) if k.name == kn.MICRO_KERNEL_KNOB
+    ]
+    point = kn.measure_knob("cpu", knob, SETTINGS)
+    assert point.status == "measured", point.reason
+    assert (point.baseline, point.variant) == ("1 thread at 96x96x96", "1 thread at 32x32x32")
+    assert [point.m, point.n, point.k] == [96, 96, 96] and point.variant_shape == [32, 32, 32]
+    assert point.variant_check_error < 1e-4 and len(point.variant_samples_s) >= SETTINGS.rounds
+    # Each side's rate from its own FLOPs: here, 1 ms at 96^3 and 0.1 ms at 32^3.
+    timed = dataclasses.replace(point, baseline_samples_s=[1e-3], variant_samples_s=[1e-4])
+    line = knob_row(timed)
+    assert line.baseline_tflops == pytest.approx(2 * 96**3 / 1e-3 / 1e12)
+    assert line.variant_tflops == pytest.approx(2 * 32**3 / 1e-4 / 1e12)
+    assert line.gain == pytest.approx((32**3 / 1e-4) / (96**3 / 1e-3))
+    assert line.variant_mnk == "32x32x32"
+    # This machine's own L2 holds a larger square than the tiny shape: nothing to split there.
+    big = dict(found, caches=[dict(l2, size_bytes=1 << 20)])
+    (knob,) = [
+        k for k in kn.cpu_knobs(target, big, TINY, SETTINGS) if k.name == kn.MICRO_KERNEL_KNOB
+    ]
+    skipped = kn.measure_knob("cpu", knob, SETTINGS)
+    assert skipped.status == "skipped"
+    assert skipped.reason == "the knobs' shape is no larger than 192x192x192, the square in L2"
+
+
+def test_a_knob_records_variant_shape_is_checked_when_read():
+    from roofline.core.errors import SchemaError
+    from roofline.core.measurement import knob_from_dict
+
+    point = KnobMeasurement("cpu", "k", "a", "b", "float32", 8, 8, 8, "skipped", "why")
+    assert knob_from_dict(dataclasses.asdict(point), "knobs.json").variant_shape is None
+    for wrong in ([8, 8], [8, 0, 8], [8.0, 8, 8]):
+        with pytest.raises(SchemaError, match="field variant_shape"):
+            knob_from_dict(dataclasses.asdict(point) | {"variant_shape": wrong}, "knobs.json")
 
 
 @pytest.mark.skipif(

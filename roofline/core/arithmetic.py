@@ -24,6 +24,13 @@ def intensity(flops: float, nbytes: float) -> float:
     return flops / nbytes
 
 
+def square_in(nbytes: int, share: float = 0.5, step: int = 32) -> int:
+    """The side of the largest square float32 product whose A, B and C together take at most
+    `share` of `nbytes` (the rest for a library's packed copies of them), a multiple of `step`;
+    0 where not even `step` fits."""
+    return int((share * nbytes / (3 * 4)) ** 0.5) // step * step
+
+
 def tflops(flops: float, seconds: float) -> float:
     return flops / seconds / 1e12
 

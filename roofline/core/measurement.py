@@ -162,16 +162,28 @@ class KnobMeasurement:
     variant_check_error: float | None = None
     baseline_samples_s: list[float] = field(default_factory=list)
     variant_samples_s: list[float] = field(default_factory=list)
+    # The variant's own [M, N, K] where it runs another shape than the baseline's (m, n, k).
+    variant_shape: list[int] | None = None
 
 
 # The knob whose gain the breakdown reads as a CPU's threading: the same BLAS call on one
 # thread and on every core (roofline.measuring.knobs).
 THREADS_KNOB = "1 thread -> every core"
+# The knob whose sides the breakdown reads as a CPU's micro-kernel apart from its memory: one
+# thread at the knob's shape, and at one whose operands fit that core's L2 (no packing and
+# memory traffic to speak of there: the library's inner kernel at its own rate).
+MICRO_KERNEL_KNOB = "operands in L2"
 
 
 def knob_from_dict(data: Any, where: str) -> KnobMeasurement:
     """A KnobMeasurement from JSON, or SchemaError naming the file, row and field at fault."""
     point = KnobMeasurement(**checked_fields(KnobMeasurement, data, where))
+    shape = point.variant_shape
+    if shape is not None and (len(shape) != 3 or min(shape) < 1):
+        raise SchemaError(
+            f"{where}, field variant_shape: {shape!r}; allowed: [M, N, K] of whole numbers "
+            f">= 1, or null; {RESTORE}"
+        )
     for side in ("baseline", "variant"):
         name = f"{side}_samples_s"
         samples = check_samples(getattr(point, name), name, where)

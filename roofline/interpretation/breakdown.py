@@ -1,5 +1,6 @@
 """The gap breakdown of a headline: from the dense peak down to the achieved figure, step by step
-(the clock, a CPU's FMA ceiling and threading, the best shape, tile and wave quantisation), each
+(the clock, a CPU's FMA ceiling, threading, micro-kernel and packing, the best shape, tile and
+wave quantisation), each
 step measured or saying why not. Pure functions over results rows and the manifest."""
 
 import enum
@@ -32,6 +33,10 @@ class StepId(enum.Enum):
     FMA = "fma"  # a CPU's measured FMA ceiling
     THREADS = "threads"  # a CPU's threading, as the threads knob measured it
     ONE_CORE = "one_core"  # a CPU's kernel on one thread against one core's FMA ceiling
+    # ...split, where the micro-kernel knob measured it, into the kernel in L2 against one
+    # core's FMA ceiling, and the knobs' shape on one thread against the kernel in L2.
+    MICRO_KERNEL = "micro_kernel"
+    PACKING = "packing"
     CEILING = "ceiling"  # the best shape measured
     QUANTISATION = "quantisation"  # a GPU's tiles and waves
     ACHIEVED = "achieved"
@@ -44,6 +49,8 @@ STEP_LABELS = {
     StepId.FMA: "measured FMA ceiling",
     StepId.THREADS: "threading across the cores",
     StepId.ONE_CORE: "the kernel on one core",
+    StepId.MICRO_KERNEL: "the micro-kernel on one core",
+    StepId.PACKING: "packing and memory",
     StepId.CEILING: "measured compute ceiling",
     StepId.QUANTISATION: "tile and wave quantisation",
     StepId.ACHIEVED: "achieved",
@@ -206,6 +213,64 @@ def one_core_step(threading: Threading | None, fma: Fma | None, steps: list[Step
     return step(StepId.ONE_CORE, ref.tflops * efficiency, note)
 
 
+@dataclass(frozen=True)
+class MicroKernel:
+    """One thread at the knobs' shape and at a square whose operands fit its core's L2,
+    interleaved in one run (the knobs' MICRO_KERNEL_KNOB): the library's inner kernel at its own
+    rate, and what packing and memory traffic cost it at the larger shape."""
+
+    shape: tuple[int, int, int]  # the knobs' shape, M, N, K
+    shape_tflops: float  # one thread there
+    in_l2: tuple[int, int, int]  # the square in L2
+    in_l2_tflops: float  # one thread there
+    threads: int  # every core: the threads the run used (one core's share of the FMA ceiling)
+
+
+def micro_kernel_step(micro: MicroKernel, fma: Fma | None, steps: list[Step]) -> Step:
+    """A CPU's inner kernel on one thread against one core's share of the measured FMA ceiling,
+    packing and memory apart: its rate in L2, or at the knobs' shape where that is the faster
+    (a small product pays per-call costs that a large one spreads: then no packing or memory
+    loss shows, and the larger shape's rate is the kernel's own)."""
+    if not fma or fma.gflops is None:
+        return step(StepId.MICRO_KERNEL, None, "no FMA ceiling to hold one core's kernel to")
+    ref = above(steps)
+    if ref is None:
+        return step(StepId.MICRO_KERNEL, None, "no step above to scale")
+    per_core = fma.gflops / 1e3 / micro.threads
+    best = max(micro.in_l2_tflops, micro.shape_tflops)
+    efficiency = min(1.0, best / per_core)
+    in_l2 = f"{micro.in_l2_tflops:.4g} TFLOP/s at {'x'.join(map(str, micro.in_l2))}"
+    if micro.in_l2_tflops >= micro.shape_tflops:
+        reached = f"one thread reached {in_l2} (its operands in L2)"
+    else:
+        shape = "x".join(map(str, micro.shape))
+        reached = (
+            f"one thread reached {micro.shape_tflops:.4g} TFLOP/s at {shape}, and {in_l2} with "
+            "its operands in L2"
+        )
+    note = f"{reached}: {efficiency:.1%} of one core's FMA ceiling ({per_core:.4g})"
+    return step(StepId.MICRO_KERNEL, ref.tflops * efficiency, note)
+
+
+def packing_step(micro: MicroKernel, steps: list[Step]) -> Step:
+    """What packing the operands and moving them through the caches cost one thread at the
+    knobs' shape, against the same library's kernel with its operands in L2 (nothing, where
+    the larger shape was the faster)."""
+    ref = above(steps)
+    if ref is None:
+        return step(StepId.PACKING, None, "no step above to scale")
+    shape = "x".join(map(str, micro.shape))
+    if micro.shape_tflops >= micro.in_l2_tflops:
+        note = f"none measurable: one thread at {shape} was no slower than with its operands in L2"
+        return step(StepId.PACKING, ref.tflops, note)
+    efficiency = micro.shape_tflops / micro.in_l2_tflops
+    note = (
+        f"one thread reached {micro.shape_tflops:.4g} TFLOP/s at {shape}, {efficiency:.1%} of "
+        f"its {micro.in_l2_tflops:.4g} in L2"
+    )
+    return step(StepId.PACKING, ref.tflops * efficiency, note)
+
+
 def is_itself(head: Any, ceiling: Ceiling) -> bool:
     """Whether the measured ceiling is the headline point itself (nothing else measured)."""
     return ceiling.series == "lab" and ceiling.shape == (head.m, head.n, head.k)
@@ -257,17 +322,22 @@ def breakdown(
     fma: Fma | None = None,
     peak_clock_mhz: float | None = None,
     threading: Threading | None = None,
+    micro: MicroKernel | None = None,
 ) -> list[Step]:
     """From the dense peak down to the achieved figure, step by step; a step that was not
     measured says so and carries no number, and each number is a fraction of the last step
     above it that has one. `fma` is a CPU's measured FMA ceiling (roofline.device.peakflops),
-    `threading` its measured threading; `peak_clock_mhz` the SM clock a GPU's datasheet peak
-    assumes."""
+    `threading` its measured threading, `micro` its micro-kernel apart from packing and memory;
+    `peak_clock_mhz` the SM clock a GPU's datasheet peak assumes."""
     steps = [step(StepId.PEAK, head.peak_tflops, head.peak_source)]
     steps.append(clock_step(head, kind, fma, steps, peak_clock_mhz))
     if kind == "cpu":
         steps.append(threads_step(threading, steps))
-        steps.append(one_core_step(threading, fma, steps))
+        if micro is None:
+            steps.append(one_core_step(threading, fma, steps))
+        else:
+            steps.append(micro_kernel_step(micro, fma, steps))
+            steps.append(packing_step(micro, steps))
     steps.append(ceiling_step(head, ceiling, steps))
     if kind != "cpu":  # a GPU's tiles and waves; a CPU's blocking is not modelled
         steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))

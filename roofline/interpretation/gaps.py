@@ -10,8 +10,15 @@ from typing import Any
 
 import pandas as pd
 
-from roofline.core.measurement import THREADS_KNOB
-from roofline.interpretation.breakdown import Step, StepId, Threading, breakdown, kept
+from roofline.core.measurement import MICRO_KERNEL_KNOB, THREADS_KNOB
+from roofline.interpretation.breakdown import (
+    MicroKernel,
+    Step,
+    StepId,
+    Threading,
+    breakdown,
+    kept,
+)
 from roofline.interpretation.ceilings import (
     headline,
     measured_ceilings,
@@ -76,6 +83,26 @@ def threading(entry: DeviceEntry, knobs: pd.DataFrame | None) -> Threading | Non
     return Threading(float(knob.gain), run.threads, shape, float(knob.baseline_tflops))
 
 
+def micro_kernel(entry: DeviceEntry, knobs: pd.DataFrame | None) -> MicroKernel | None:
+    """A CPU's micro-kernel apart from its packing and memory, as its knobs measured it
+    (MICRO_KERNEL_KNOB), or None where they did not."""
+    run = run_of(entry)
+    if knobs is None or entry.kind != "cpu" or not run.threads:
+        return None
+    measured = knobs[(knobs.knob == MICRO_KERNEL_KNOB) & (knobs.status == "measured")]
+    if measured.empty:
+        return None
+    knob = measured.iloc[0]
+    m, n, k = (int(size) for size in str(knob.variant_mnk).split("x"))
+    return MicroKernel(
+        (int(knob.m), int(knob.n), int(knob.k)),
+        float(knob.baseline_tflops),
+        (m, n, k),
+        float(knob.variant_tflops),
+        run.threads,
+    )
+
+
 def device_breakdown(
     name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any, knobs: pd.DataFrame | None
 ) -> list[Step]:
@@ -89,6 +116,7 @@ def device_breakdown(
         run.fma,
         sheet.peak_clock_mhz,
         threading(entry, knobs),
+        micro_kernel(entry, knobs),
     )
 
 
@@ -118,13 +146,26 @@ def largest_loss(steps: list[Step]) -> tuple[Step, Step] | None:
 # The steps whose loss is a measured cause (the Definition of Done's "concrete"): tile and wave
 # quantisation is one only where its tile is the kernel's that ran (`measured_causes`), not
 # while it is assumed; what the breakdown leaves ("the kernel itself") names none.
-MEASURED_CAUSES = {StepId.CLOCK, StepId.FMA, StepId.THREADS, StepId.CEILING}
+MEASURED_CAUSES = {
+    StepId.CLOCK,
+    StepId.FMA,
+    StepId.THREADS,
+    StepId.MICRO_KERNEL,
+    StepId.PACKING,
+    StepId.CEILING,
+}
+
+# What splits a loss that is no measured cause, where a measurement does.
+SPLIT_BY = {
+    StepId.ONE_CORE: "the micro-kernel apart from packing and memory (`uv run dvc exp run -S "
+    "knobs=lab`, whose micro-kernel knob times one thread in L2)",
+}
 
 # What the breakdown would measure next where every step has a number, by device kind.
 BEYOND = {
-    "cpu": "what inside the kernel on one core costs it (its blocking, packing and loads: "
-    "for instance the same product with its operands already packed), which the breakdown "
-    "does not split yet",
+    "cpu": "what inside the micro-kernel costs it (the FP instructions it retires per cycle, "
+    "from the core's performance counters where the OS lets a process read them), which the "
+    "breakdown does not split yet",
     "cuda": "the kernel that ran (its tile, from torch's profiler), which the quantisation step "
     "assumes",
 }
@@ -174,7 +215,9 @@ def gap_cause(
     unmeasured = [s for s in steps if s.tflops is None and s.id is not StepId.PEAK]
     command = re.search(r"`[^`]+`", unmeasured[0].note) if unmeasured else None
     nxt = (
-        unmeasured[0].label + (f" ({command.group()})" if command else "")
+        SPLIT_BY[below.id]
+        if below.id in SPLIT_BY
+        else unmeasured[0].label + (f" ({command.group()})" if command else "")
         if unmeasured
         else BEYOND_RAN
         if entry.kind == "cuda" and ran_tile(head)

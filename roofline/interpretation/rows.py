@@ -58,11 +58,17 @@ class KnobRow(KnobMeasurement):
     baseline_tflops: float | None = None
     variant_tflops: float | None = None
     gain: float | None = None  # variant / baseline
+    variant_mnk: str = ""  # the variant's own shape, "MxNxK", where not the baseline's
     baseline_spread: float | None = None
     variant_spread: float | None = None
 
 
-KNOB_COLUMNS = [f.name for f in dataclasses.fields(KnobRow) if not f.name.endswith("samples_s")]
+# knobs.csv: every field but the samples, and the variant's own shape as text (variant_mnk).
+KNOB_COLUMNS = [
+    f.name
+    for f in dataclasses.fields(KnobRow)
+    if not f.name.endswith("samples_s") and f.name != "variant_shape"
+]
 
 
 def knob_title(knob: str, baseline: str, variant: str) -> str:
@@ -76,9 +82,11 @@ def knob_row(point: KnobMeasurement) -> KnobRow:
     if point.status != "measured":
         return out
     flops = ar.matmul_flops(point.m, point.n, point.k)
+    variant_flops = ar.matmul_flops(*point.variant_shape) if point.variant_shape else flops
+    out.variant_mnk = "x".join(map(str, point.variant_shape or []))
     base, var = ar.summarize(point.baseline_samples_s), ar.summarize(point.variant_samples_s)
     out.baseline_tflops = ar.tflops(flops, base["median_s"])
-    out.variant_tflops = ar.tflops(flops, var["median_s"])
+    out.variant_tflops = ar.tflops(variant_flops, var["median_s"])
     out.gain = out.variant_tflops / out.baseline_tflops
     out.baseline_spread, out.variant_spread = base["spread"], var["spread"]
     return out

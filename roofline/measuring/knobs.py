@@ -3,8 +3,9 @@ a pair of ways to run one matmul, a baseline and a variant, both checked against
 and timed in the same run, interleaved round by round (so drift hits both alike); its gain is
 variant / baseline TFLOP/s. A knob a device cannot turn is skipped with the reason.
 
-CPU: the textbook loop -> BLAS; 1 thread -> every core; torch's BLAS -> numpy's; float32 ->
-bfloat16; oneDNN capped below its best instructions -> uncapped.
+CPU: the textbook loop -> BLAS; 1 thread -> every core; one thread at the knobs' shape -> at
+one whose operands fit the core's L2 (the micro-kernel apart from packing and memory); torch's
+BLAS -> numpy's; float32 -> bfloat16; oneDNN capped below its best instructions -> uncapped.
 GPU: float32 -> tf32 -> float16 -> float8; float8's accumulation exact -> fast; cuBLASLt's
 heuristic -> TunableOp's search; eager calls -> one CUDA graph (a short call); operands
 rotated -> resident in L2 (why a benchmark must rotate them)."""
@@ -29,7 +30,7 @@ from roofline.configuration.params import RENTED_KINDS
 from roofline.core import arithmetic as ar
 from roofline.core.dtypes import float8_for
 from roofline.core.errors import RooflineError
-from roofline.core.measurement import THREADS_KNOB, KnobMeasurement
+from roofline.core.measurement import MICRO_KERNEL_KNOB, THREADS_KNOB, KnobMeasurement
 from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.kinds import Unavailable
 from roofline.device.peakflops import naive_matmul
@@ -65,6 +66,7 @@ class Knob:
     # the knob says nothing of it (None: a methodology or a small-shape effect).
     lab_turns: bool | None
     sides: Callable[[], tuple[Side, Side]]
+    variant_shape: list[int] | None = None  # the variant's, where not `shape`
 
 
 @dataclass
@@ -155,6 +157,23 @@ def cpu_knobs(target: Target, found: CpuInfo, config: Any, s: Settings) -> list[
             side(f"{cores} threads", "float32", shape, around=lambda: threads(cores)),
         )
 
+    l2 = next((c["size_bytes"] for c in found.get("caches", []) if c["level"] == "L2"), None)
+    square = ar.square_in(l2) if l2 else 0  # one thread has the whole L2, whatever shares it
+    in_l2 = [square] * 3 if square else None
+
+    def micro_kernel() -> tuple[Side, Side]:
+        if in_l2 is None:
+            known = "the probe read no cache sizes" if l2 is None else f"{l2:,} bytes: too small"
+            raise Unavailable(f"no square fits in this CPU's L2 ({known})")
+        at = "x".join(map(str, in_l2))
+        if ar.matmul_flops(*shape) <= ar.matmul_flops(*in_l2):
+            raise Unavailable(f"the knobs' shape is no larger than {at}, the square in L2")
+        one = functools.partial(threads, 1)
+        return (
+            side(f"1 thread at {'x'.join(map(str, shape))}", "float32", shape, around=one),
+            side(f"1 thread at {at}", "float32", in_l2, around=one),
+        )
+
     def library() -> tuple[Side, Side]:
         return side("torch", "float32", shape), side("numpy", "float32", shape, backend="numpy")
 
@@ -179,6 +198,16 @@ def cpu_knobs(target: Target, found: CpuInfo, config: Any, s: Settings) -> list[
     return [
         Knob("naive -> BLAS", "textbook loop", "BLAS", "float32", small, True, naive),
         Knob(THREADS_KNOB, "1 thread", "every core", "float32", shape, True, all_cores),
+        Knob(
+            MICRO_KERNEL_KNOB,
+            "the shape",
+            "a square in L2",
+            "float32",
+            shape,
+            None,
+            micro_kernel,
+            in_l2,
+        ),
         Knob("BLAS library", "torch", "numpy", "float32", shape, True, library),
         Knob("float32 -> bfloat16", "float32", "bfloat16", "bfloat16", shape, False, bfloat16),
         Knob("oneDNN instruction set", "capped", "uncapped", "bfloat16", shape, True, isa_cap),
@@ -370,7 +399,7 @@ def measure_knob(name: str, knob: Knob, s: Settings) -> KnobMeasurement:
     point = KnobMeasurement(
         name, knob.name, knob.baseline, knob.variant, knob.dtype, m, n, k, "measured"
     )
-    point.lab_turns = knob.lab_turns
+    point.lab_turns, point.variant_shape = knob.lab_turns, knob.variant_shape
     try:
         baseline, variant = knob.sides()
         point.baseline, point.variant = baseline.label, variant.label
@@ -425,10 +454,12 @@ def measure_knobs(
 def describe(point: KnobMeasurement) -> str:
     if point.status != "measured":
         return f"{point.device} knob {point.knob}: {point.status}: {point.reason}"
-    base = ar.summarize(point.baseline_samples_s)["median_s"]
-    var = ar.summarize(point.variant_samples_s)["median_s"]
+    flops = ar.matmul_flops(point.m, point.n, point.k)
+    base = ar.tflops(flops, ar.summarize(point.baseline_samples_s)["median_s"])
+    var_flops = ar.matmul_flops(*point.variant_shape) if point.variant_shape else flops
+    var = ar.tflops(var_flops, ar.summarize(point.variant_samples_s)["median_s"])
     return (
-        f"{point.device} knob {point.knob}: {point.baseline} -> {point.variant}: {base / var:.3g}x"
+        f"{point.device} knob {point.knob}: {point.baseline} -> {point.variant}: {var / base:.3g}x"
     )
 
 

@@ -149,9 +149,12 @@ def knob_lines(knobs: pd.DataFrame) -> list[str]:
         note = turned.get(
             None if pd.isna(r.lab_turns) else bool(r.lab_turns), "a measurement effect"
         )
+        at = f"{r.m}×{r.n}×{r.k}"
+        if isinstance(r.variant_mnk, str) and r.variant_mnk:  # the variant's own shape
+            at += f" and {r.variant_mnk.replace('x', '×')}"
         lines.append(
             f"- {knob_title(r.knob, r.baseline, r.variant)}: **{r.gain:.3g}×** "
-            f"({r.baseline_tflops:.4g} → {r.variant_tflops:.4g} TFLOP/s at {r.m}×{r.n}×{r.k} "
+            f"({r.baseline_tflops:.4g} → {r.variant_tflops:.4g} TFLOP/s at {at} "
             f"{r.dtype}; spreads {r.baseline_spread:.0%} and {r.variant_spread:.0%}); {note}"
         )
     lines += [

@@ -156,6 +156,8 @@ LOSS = {
     StepId.FMA: "the cores' own FMA throughput",
     StepId.THREADS: "threading across the cores",
     StepId.ONE_CORE: "the kernel on one core",
+    StepId.MICRO_KERNEL: "the library's micro-kernel on one core",
+    StepId.PACKING: "packing the operands and moving them through the caches",
     StepId.CEILING: "the shape",
     StepId.QUANTISATION: "tile and wave quantisation",
 }
@@ -166,6 +168,8 @@ LEFT = {
     StepId.FMA: "the cores' FMA throughput allows",
     StepId.THREADS: "threading across the cores leaves",
     StepId.ONE_CORE: "the kernel on one core reaches",
+    StepId.MICRO_KERNEL: "the micro-kernel on one core reaches",
+    StepId.PACKING: "packing and memory leave",
     StepId.CEILING: "the best shape measured reaches",
     StepId.QUANTISATION: "that tile and wave quantisation leave",
 }
