@@ -34,7 +34,12 @@ from roofline.device.hardware import gpu_info
 from roofline.device.timing import BenchSettings
 from roofline.interpretation import kernel_names
 from roofline.interpretation.datasheets import judged
-from roofline.interpretation.interpret import assumed_clock_mhz, interpret, lab_checks
+from roofline.interpretation.interpret import (
+    assumed_clock_mhz,
+    interpret,
+    lab_checks,
+    tensor_tflops,
+)
 from roofline.interpretation.rows import knob_row, row
 from roofline.machines.identity import find_gpu, identity
 from roofline.measuring.knobs import Settings, measure_knobs
@@ -173,6 +178,7 @@ def run_gpu(
         f"{copy['spread']:.1%})"
     )
     print(kernels_ran(rows), flush=True)
+    print(counters_agree(rows, dev["peak_tflops"], dev["peak_clock_mhz"]), flush=True)
     for line in checks:
         print(f"lab check: {line}")
     timing = timing_check(target, size, bench, fp16.median_s if fp16 else None)
@@ -187,6 +193,36 @@ def run_gpu(
         "timing_check": timing,
         "knobs": knob_rows,
     }
+
+
+# The tensor-active figure and the measured rate agree within this: GPM counts what the
+# measured rate says, or one of the two misreads the window.
+AGREE = 0.10
+
+
+def counters_agree(rows: list[dict[str, Any]], peaks: dict, peak_clock_mhz: float | None) -> str:
+    """Per measured dtype, what the GPU's own counters (NVML GPM) say against the measured
+    rate: the tensor pipes' active share x the window's clock x the datasheet's rate a clock,
+    beside the achieved TFLOP/s, and whether they agree; or why the counters were not read."""
+    lines = ["the GPU's own counters over each window (NVML GPM):"]
+    for r in rows:
+        if r["status"] != "measured":
+            continue
+        active, clock = r.get("gpm_tensor_active_pct"), r["sm_clock_mhz"]
+        sheet = assumed_clock_mhz(r["dtype"], peak_clock_mhz, r["sm_clock_max_mhz"])
+        if active is None or clock is None or not sheet or r["dtype"] not in peaks:
+            why = r.get("counter_errors") or "no tensor-active figure, clock or datasheet peak"
+            lines.append(f"  {r['dtype']:<14}not compared: {why}")
+            continue
+        expected = tensor_tflops(active, clock, peaks[r["dtype"]], sheet)
+        share = r["achieved_tflops"] / expected
+        verdict = "agree" if abs(share - 1) <= AGREE else f"disagree (more than {AGREE:.0%} apart)"
+        lines.append(
+            f"  {r['dtype']:<14}tensor pipes active {active:.1f}% at {clock:.0f} MHz: "
+            f"{expected:.1f} TFLOP/s at the datasheet's rate a clock; measured "
+            f"{r['achieved_tflops']:.1f} ({share:.0%}): {verdict}"
+        )
+    return "\n".join(lines)
 
 
 def kernels_ran(rows: list[dict[str, Any]]) -> str:

@@ -267,6 +267,47 @@ def test_a_cpus_kernel_on_one_core_splits_into_its_micro_kernel_and_packing_wher
     )
 
 
+def test_a_gpus_own_counters_split_the_kernel_below_its_clock_in_place_of_the_models():
+    gpm = {
+        "gpm_graphics_busy_pct": 99.0,
+        "gpm_sm_busy_pct": 90.0,
+        "gpm_tensor_active_pct": 80.0,
+        "counter_errors": "",
+    }
+    head = h100_head(**gpm)
+    ceiling = Ceiling(760.0, (12288, 12288, 6144), "best-shape", "torch")
+    steps = breakdown(head, ceiling, "cuda", 132, peak_clock_mhz=1830)
+    assert [s.id for s in steps] == [
+        StepId.PEAK,
+        StepId.CLOCK,
+        StepId.GPU_BUSY,
+        StepId.SMS_BUSY,
+        StepId.TENSOR_ACTIVE,
+        StepId.ACHIEVED,
+    ]
+    # By hand: 989.4 x 1650/1830 = 892.1 at the clock; x 0.99, 0.90, 0.80 of it; 700 of the last.
+    clock = 989.4 * 1650 / 1830
+    assert [s.tflops for s in steps[2:5]] == pytest.approx([clock * 0.99, clock * 0.9, clock * 0.8])
+    assert steps[3].note == (
+        "the SMs had work in 90.0% of their cycles: 90.9% of the step above (the GPU busy)"
+    )
+    assert steps[4].note == (
+        "the tensor pipes issued in 80.0% of the SMs' cycles: 88.9% of the step above (SMs "
+        "given work)"
+    )
+    assert steps[5].note == (
+        f"the kernel's issue efficiency: achieved is {700 / (clock * 0.8):.1%} of the step "
+        "above (tensor pipes active)"
+    )
+    # A counter the driver refused says so and carries no number; the next is a share of the
+    # last step measured above it.
+    refused = "gpm_tensor_active_pct: NVML_ERROR_NOT_SUPPORTED (Not Supported)"
+    head = h100_head(**gpm | {"gpm_tensor_active_pct": float("nan"), "counter_errors": refused})
+    steps = breakdown(head, ceiling, "cuda", 132, peak_clock_mhz=1830)
+    assert steps[4].tflops is None and steps[4].note == f"not measured: {refused}"
+    assert steps[5].note == "what remains: achieved is 87.2% of the step above (SMs given work)"
+
+
 def test_with_no_sweep_the_breakdown_says_the_ceiling_is_not_measured_apart():
     head = h100_head()
     itself = Ceiling(700.0, (8192, 8192, 8192), "lab", "torch")

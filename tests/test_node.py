@@ -100,6 +100,15 @@ def test_a_four_gpu_node_is_measured_at_once_and_reported_with_its_slowest(tmp_p
         hot = next(r for r in rows if r["gpu"] == 3)
         assert hot["sm_clock_mhz"] == 1200 and hot["clock_reason"] == "hw_thermal_slowdown"
         assert all(r["sm_clock_mhz"] == 1755 for r in rows if r["gpu"] != 3)
+        # The time the clock was held, by cause, over each window (the hot GPU's by heat, the
+        # others' by power); GPM not over these played windows, each under a second of wall
+        # time (tests/test_gpm.py reads it over a measured point's window).
+        for r in rows:
+            by_heat = r["gpu"] == 3
+            held, free = ("thermal_held_s", "power_held_s")[:: 1 if by_heat else -1]
+            assert r[held] > 0 and r[free] == 0, r
+            assert r["gpm_tensor_active_pct"] is None
+            assert r["counter_errors"] == "GPM: not read over a window under 1 s"
 
     with (pod / "experiments/x4-roofline/results.csv").open() as table:
         h100 = [r for r in csv.DictReader(table) if r["device"] == "h100"]

@@ -147,6 +147,9 @@ def test_gpu_check_runs_the_cuda_tests_and_the_suite_and_writes_every_row(tmp_pa
     assert "bare loop's peak memory" in out
     assert timing["do_bench_s"].startswith("absent")  # no triton driver on the stand-in
     assert "triton do_bench" in out and "bare loop, 2 events" in out and "harness/this" in out
+    # The counters' line per dtype: these windows are too short for GPM, and say so.
+    assert "the GPU's own counters over each window (NVML GPM):" in out
+    assert "float16       not compared: GPM: not read over a window under 1 s" in out
 
 
 def test_a_copy_buffer_of_no_mib_is_refused_before_any_gpu_is_looked_for(capsys):

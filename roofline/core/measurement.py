@@ -83,6 +83,18 @@ class WindowTelemetry:
     power_limit_w: float | None = None  # the enforced power limit (NVML), as the probe read it
     other_processes: str = ""  # other processes computing on the GPU during the window
     telemetry_errors: str = ""  # NVML reads that failed
+    # The GPU's own counters over the window (NVML GPM, Hopper and newer: roofline.device.gpm),
+    # each a percentage, None where not read (counter_errors says why, by name).
+    gpm_graphics_busy_pct: float | None = None
+    gpm_sm_busy_pct: float | None = None
+    gpm_sm_occupancy_pct: float | None = None
+    gpm_tensor_active_pct: float | None = None
+    gpm_hmma_active_pct: float | None = None
+    gpm_dram_busy_pct: float | None = None
+    # The time the driver held the clock for power, for heat, within the window (seconds).
+    power_held_s: float | None = None
+    thermal_held_s: float | None = None
+    counter_errors: str = ""  # what the counters refused: each metric's refusal, by name
 
 
 @dataclass

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from roofline.device import amd_telemetry, kernel_ran, telemetry
+from roofline.device import amd_telemetry, gpm, kernel_ran, telemetry
 from roofline.device.description import GpuInfo
 from roofline.device.timing import EventTimer, HostTimer, Timer, Work
 
@@ -243,7 +243,7 @@ class Cuda(Kind):
         if self.handle is None:
             return None
         handle, own = self.handle, self.own_pids
-        return lambda: telemetry.Sampler(handle, own_pids=own)
+        return lambda: telemetry.Sampler(handle, own_pids=own, counters=gpm.Counters)
 
 
 class Rocm(Cuda):

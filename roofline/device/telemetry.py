@@ -239,8 +239,11 @@ class Sampler:
         energy: Callable | None = energy_j,
         processes: Callable | None = other_processes,
         own_pids: set[int] = frozenset(),
+        counters: Callable[[Any], Any] | None = None,
     ) -> None:
         self.handle, self.interval_s = handle, interval_s
+        # Read at the window's two ends (roofline.device.gpm.Counters): begin(), end().
+        self.counters = counters(handle) if counters else None
         self.fields = fields if fields is not None else nvml_fields(handle)
         self._energy, self._processes, self.own_pids = energy, processes, set(own_pids)
         self.samples: list[dict[str, float]] = []
@@ -278,6 +281,8 @@ class Sampler:
             self.processes = (
                 self._read("processes", self._processes, self.handle, self.own_pids) or []
             )
+        if self.counters is not None:
+            self.counters.begin()
         self._start, self._t0 = self._energy_now()
         self._thread.start()
         return self
@@ -289,6 +294,8 @@ class Sampler:
         self.window_s = t1 - self._t0
         if self._start is not None and end is not None:
             self.energy_j = end - self._start
+        if self.counters is not None:
+            self.counters.end()
 
 
 def mean(values: list) -> float | None:
@@ -344,7 +351,16 @@ def window_telemetry(
         power_limit_w=power_limit_w,
         other_processes="; ".join(getattr(window, "processes", [])),
         telemetry_errors="; ".join(sorted(getattr(window, "errors", []))),
+        **counter_fields(getattr(window, "counters", None)),
     )
+
+
+def counter_fields(counters: Any) -> dict[str, Any]:
+    """A window's counters (roofline.device.gpm.Counters) as WindowTelemetry's fields: each
+    value read, and what was refused; nothing where none were asked (a CPU, an AMD GPU)."""
+    if counters is None:
+        return {}
+    return counters.values | {"counter_errors": "; ".join(counters.errors)}
 
 
 def shares_text(shares: dict[str, float]) -> str:

@@ -39,6 +39,10 @@ class StepId(enum.Enum):
     PACKING = "packing"
     CEILING = "ceiling"  # the best shape measured
     QUANTISATION = "quantisation"  # a GPU's tiles and waves
+    # A GPU's own counters over the window (NVML GPM), in their place where it read them:
+    GPU_BUSY = "gpu_busy"  # any work on the GPU: launch gaps and syncs the rest
+    SMS_BUSY = "sms_busy"  # the SMs given work
+    TENSOR_ACTIVE = "tensor_active"  # the tensor pipes issuing, in those SMs' cycles
     ACHIEVED = "achieved"
 
 
@@ -53,6 +57,9 @@ STEP_LABELS = {
     StepId.PACKING: "packing and memory",
     StepId.CEILING: "measured compute ceiling",
     StepId.QUANTISATION: "tile and wave quantisation",
+    StepId.GPU_BUSY: "the GPU busy",
+    StepId.SMS_BUSY: "SMs given work",
+    StepId.TENSOR_ACTIVE: "tensor pipes active",
     StepId.ACHIEVED: "achieved",
 }
 
@@ -314,6 +321,42 @@ def quantisation_step(
     return step(StepId.QUANTISATION, ref.tflops * q.efficiency, note)
 
 
+# Each GPM step: the row's field, and what its percentage is of.
+COUNTED = (
+    (StepId.GPU_BUSY, "gpm_graphics_busy_pct", "work on the GPU in {:.1f}% of the window"),
+    (StepId.SMS_BUSY, "gpm_sm_busy_pct", "the SMs had work in {:.1f}% of their cycles"),
+    (
+        StepId.TENSOR_ACTIVE,
+        "gpm_tensor_active_pct",
+        "the tensor pipes issued in {:.1f}% of the SMs' cycles",
+    ),
+)
+
+
+def counted(head: Any) -> bool:
+    """Whether the headline's window has the GPU's own counters (NVML GPM) to split it by."""
+    return any(number_of(getattr(head, name, None)) is not None for _, name, _ in COUNTED)
+
+
+def counter_steps(head: Any, steps: list[Step]) -> list[Step]:
+    """What the GPU's own counters say of the window below its clock: the GPU busy (launch gaps
+    and syncs the rest), SMs given work, the tensor pipes active; each a share of the SMs'
+    time at the window's clock, so each step is the clock step scaled by its counter, and a
+    fraction of the last measured step above. A counter not read carries no number and says
+    why (the row's counter_errors)."""
+    clock = above(steps)
+    out: list[Step] = []
+    for id_, name, what in COUNTED:  # `what`: the counter's reading, in words
+        pct = number_of(getattr(head, name, None))
+        if pct is None or clock is None:
+            why = text_of(getattr(head, "counter_errors", "")) or "not read"
+            out.append(step(id_, None, f"not measured: {why}"))
+            continue
+        tflops = clock.tflops * pct / 100
+        out.append(step(id_, tflops, f"{what.format(pct)}: {share(tflops, steps + out)}"))
+    return out
+
+
 def breakdown(
     head: Any,
     ceiling: Ceiling,
@@ -338,9 +381,16 @@ def breakdown(
         else:
             steps.append(micro_kernel_step(micro, fma, steps))
             steps.append(packing_step(micro, steps))
-    steps.append(ceiling_step(head, ceiling, steps))
-    if kind != "cpu":  # a GPU's tiles and waves; a CPU's blocking is not modelled
-        steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))
+    if kind != "cpu" and counted(head):  # measured in the window: no model, no other shape
+        steps += counter_steps(head, steps)
+    else:
+        steps.append(ceiling_step(head, ceiling, steps))
+        if kind != "cpu":  # a GPU's tiles and waves; a CPU's blocking is not modelled
+            steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))
     what_remains = f"what remains: achieved is {share(head.achieved_tflops, steps)}"
+    if above(steps) is not None and above(steps).id is StepId.TENSOR_ACTIVE:
+        what_remains = (
+            f"the kernel's issue efficiency: achieved is {share(head.achieved_tflops, steps)}"
+        )
     steps.append(step(StepId.ACHIEVED, head.achieved_tflops, what_remains))
     return steps

@@ -153,6 +153,9 @@ MEASURED_CAUSES = {
     StepId.MICRO_KERNEL,
     StepId.PACKING,
     StepId.CEILING,
+    StepId.GPU_BUSY,
+    StepId.SMS_BUSY,
+    StepId.TENSOR_ACTIVE,
 }
 
 # What splits a loss that is no measured cause, where a measurement does.
@@ -177,10 +180,15 @@ BEYOND_RAN = (
 )
 
 
-def measured_causes(head: Any) -> set[StepId]:
+def measured_causes(head: Any, above: Step) -> set[StepId]:
     """The steps whose loss is a measured cause for this headline: quantisation too where its
-    tile came from the kernel that ran."""
-    return MEASURED_CAUSES | ({StepId.QUANTISATION} if ran_tile(head) else set())
+    tile came from the kernel that ran; and what remains below the tensor pipes' active cycles,
+    the kernel's issue efficiency, where the GPU's counters measured those."""
+    return (
+        MEASURED_CAUSES
+        | ({StepId.QUANTISATION} if ran_tile(head) else set())
+        | ({StepId.ACHIEVED} if above.id is StepId.TENSOR_ACTIVE else set())
+    )
 
 
 @dataclass(frozen=True)
@@ -210,7 +218,7 @@ def gap_cause(
         return None
     below, above = found
     share = below.tflops / above.tflops
-    if below.id in measured_causes(head):
+    if below.id in measured_causes(head, above):
         return Cause(below, above, share, True, "")
     unmeasured = [s for s in steps if s.tflops is None and s.id is not StepId.PEAK]
     command = re.search(r"`[^`]+`", unmeasured[0].note) if unmeasured else None

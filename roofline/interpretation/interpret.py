@@ -68,6 +68,13 @@ def assumed_clock_mhz(
     return max_clock_mhz if dtype == "float32" else peak_clock_mhz
 
 
+def tensor_tflops(active_pct: float, sm_clock_mhz: float, peak: float, peak_mhz: float) -> float:
+    """What the tensor pipes deliver in the share of the SMs' cycles GPM saw them active, at
+    the window's clock and the datasheet's rate a clock (its dense peak over the clock it
+    assumes): the rate a kernel whose every active cycle issued at full rate would reach."""
+    return active_pct / 100 * sm_clock_mhz * peak / peak_mhz
+
+
 # `record` below: the device's lab results record (roofline.machines.records.Record), not named
 # here: plot and report import this module, and naming it would bring the several-machines code
 # into their dependencies (see manifest.STATUSES); the GPU suite passes {}.

@@ -10,7 +10,7 @@ import pandas as pd
 from roofline.configuration.params import RENTED_KINDS
 from roofline.core.dtypes import LAB_DTYPE
 from roofline.interpretation.breakdown import StepId
-from roofline.interpretation.ceilings import lab_headline
+from roofline.interpretation.ceilings import lab_headline, text_of
 from roofline.interpretation.figures import ratio
 from roofline.interpretation.gaps import above_peak, gap_cause, noisy, same_point
 from roofline.interpretation.interpret import (
@@ -150,7 +150,8 @@ def definition_of_done(
 
 
 # A breakdown's steps (roofline.interpretation.breakdown), as a loss, and as what a step
-# leaves.
+# leaves. A counter's step is named by its counter alone (its note's share is the sentence's).
+COUNTER_STEPS = (StepId.GPU_BUSY, StepId.SMS_BUSY, StepId.TENSOR_ACTIVE)
 LOSS = {
     StepId.CLOCK: "the SM clock under load",
     StepId.FMA: "the cores' own FMA throughput",
@@ -160,6 +161,10 @@ LOSS = {
     StepId.PACKING: "packing the operands and moving them through the caches",
     StepId.CEILING: "the shape",
     StepId.QUANTISATION: "tile and wave quantisation",
+    StepId.GPU_BUSY: "the GPU idle in the window (launch gaps and syncs)",
+    StepId.SMS_BUSY: "SMs left without work",
+    StepId.TENSOR_ACTIVE: "the tensor pipes idle in the busy SMs' cycles",
+    StepId.ACHIEVED: "the kernel's issue efficiency",
 }
 
 LEFT = {
@@ -172,6 +177,9 @@ LEFT = {
     StepId.PACKING: "packing and memory leave",
     StepId.CEILING: "the best shape measured reaches",
     StepId.QUANTISATION: "that tile and wave quantisation leave",
+    StepId.GPU_BUSY: "the GPU's busy time leaves",
+    StepId.SMS_BUSY: "the SMs given work leave",
+    StepId.TENSOR_ACTIVE: "the tensor pipes' active cycles allow at full rate",
 }
 
 
@@ -187,8 +195,14 @@ def cause_sentence(
     if cause is None:
         return "", False
     step, above = cause.step, cause.above
+    if cause.measured and step.id is StepId.ACHIEVED:  # below the tensor pipes' active cycles
+        return (
+            f"Its largest measured loss is {LOSS[step.id]}: it reaches {cause.share:.0%} of the "
+            f"{above.tflops:.4g} TFLOP/s {LEFT[above.id]}.",
+            True,
+        )
     if cause.measured:
-        note = step.note.split(":")[0] if step.id is StepId.FMA else step.note
+        note = step.note.split(":")[0] if step.id in (StepId.FMA, *COUNTER_STEPS) else step.note
         return (
             f"Its largest measured loss is {LOSS[step.id]} ({note}): {cause.share:.0%} of the "
             "step above.",
@@ -204,7 +218,9 @@ def cause_sentence(
             f"Its largest loss is {LOSS[step.id]} ({step.note}): {cause.share:.0%} of the step "
             "above"
         )
-    return f"{said}; no measured cause yet; measure next: {cause.measure_next}.", False
+    unread = text_of(getattr(head, "counter_errors", ""))  # a GPU whose counters said nothing
+    counters = f"; its own counters were not read ({unread})" if unread else ""
+    return f"{said}; no measured cause yet{counters}; measure next: {cause.measure_next}.", False
 
 
 def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:

@@ -103,6 +103,20 @@ GPUS = {
 NODE_PACE = (1.0, 0.995, 0.99, 0.985, 0.98, 0.975, 0.96, 0.92)
 
 
+# The played Hopper GPUs' GPM metrics over every window (the CUDA stand-in's): busy throughout,
+# the tensor pipes issuing in 75.8% of the SMs' cycles, about what 702 TFLOP/s at 1755 MHz
+# leaves of 989.4 at 1830 with a kernel that issues at 97-98% of its active cycles.
+HOPPER = ("h100", "h200")
+HOPPER_GPM = {
+    "gpm_graphics_busy_pct": 99.6,
+    "gpm_sm_busy_pct": 98.1,
+    "gpm_sm_occupancy_pct": 12.4,
+    "gpm_tensor_active_pct": 75.8,
+    "gpm_hmma_active_pct": 75.8,
+    "gpm_dram_busy_pct": 31.2,
+}
+
+
 def gpu_record(name: str) -> dict:
     gpu, sms, gib, l2, limit, max_mhz, mhz, watts, limits, copy_gbps, rates = GPUS[name]
     hardware = {
@@ -138,6 +152,14 @@ def gpu_record(name: str) -> dict:
             throttle_reasons=limits,
             power_limit_w=limit,
         )
+        if name in HOPPER:  # NVML GPM over the window, and the time the power cap held it
+            for field, value in HOPPER_GPM.items():
+                setattr(telemetry, field, value)
+            held = 2.0 if series == "lab" else 60.0
+            telemetry.power_held_s, telemetry.thermal_held_s = held * (share or 1.0), 0.0
+        else:  # Ampere: no GPM, as the lab records it there
+            telemetry.counter_errors = "GPM: this GPU has none (NVML GPM is Hopper's and newer)"
+            telemetry.power_held_s, telemetry.thermal_held_s = 0.0, 0.0
         if share is not None:  # the reasons' shares, where the played board records them
             telemetry.clock_reason = limits or "none"
             telemetry.clock_reason_share = share if limits else None

@@ -66,6 +66,9 @@ H100_SXM = {
     "temp_c": 61,
     "reasons": 0x4,  # sw_power_cap
     "kernels": SM90_KERNELS,
+    # NVML GPM's metrics by id, played (no GPU measured them): busy throughout, the tensor pipes
+    # issuing about as often as 702 TFLOP/s at 1755 MHz implies of 989.4 at 1830 (74%).
+    "gpm": {1: 99.6, 2: 98.1, 3: 12.4, 5: 75.8, 7: 75.8, 10: 31.2},
 }
 H100_PCIE = dict(
     H100_SXM,
@@ -95,6 +98,22 @@ A100_MIG = {
     "sm_mhz": 1410,
     "power_w": 250.0,
     "temp_c": 55,
+    "reasons": 0,
+    "kernels": SM80_KERNELS,
+}
+
+# A whole A100 SXM4 80GB (the MIG slice's board): Ampere has no GPM (NVIDIA/DCGM#144).
+A100_SXM = {
+    "name": "NVIDIA A100-SXM4-80GB",
+    "capability": [8, 0],
+    "sm_count": 108,
+    "memory_bytes": 81920 * MIB,
+    "l2_bytes": 40 * MIB,
+    "uuid": "5c1b7e00-0000-4000-8000-0000000000ff",
+    **{key: A100_MIG["mig_parent"][key] for key in ("power_limit_w", "max_sm_mhz", "max_mem_mhz")},
+    "sm_mhz": 1410,
+    "power_w": 392.0,
+    "temp_c": 60,
     "reasons": 0,
     "kernels": SM80_KERNELS,
 }
@@ -156,6 +175,8 @@ MACHINES = {
     "two_gpus": {"driver": "580.65.06", "gpus": [H100_SXM, H100_PCIE]},
     # One MIG slice of an A100: its own UUID; power and clocks are its parent's.
     "mig": {"driver": "580.65.06", "gpus": [A100_MIG]},
+    # A whole A100: every NVML field but GPM answers.
+    "a100": {"driver": "580.65.06", "gpus": [A100_SXM]},
     # An H100 with a 1 MiB L2: tiny test shapes rotate over a few operand sets, not 4096.
     "small_l2": {"driver": "580.65.06", "gpus": [dict(H100_SXM, l2_bytes=1 * MIB)]},
     # A node of four H100s measured at once, the last slower: hot, its clock held by a

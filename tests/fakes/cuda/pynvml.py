@@ -15,7 +15,8 @@ answer is what a real driver returns, refusals included:
   (AttributeError), never answered with a figure a driver did not give.
 
 Machine keys read (played_cuda.MACHINES): driver, cuda_driver, gpus (uuid, name, mig_parent,
-power_limit_w, max_sm_mhz, max_mem_mhz, sm_mhz, mem_mhz, power_w, temp_c, reasons), others,
+power_limit_w, max_sm_mhz, max_mem_mhz, sm_mhz, mem_mhz, power_w, temp_c, reasons, gpm: GPM's
+metrics by id on a GPU that has GPM, gpm_refused: ids it answers NOT_SUPPORTED), others,
 host_pids, energy (False: no energy counter), nvml ("absent"), missing_calls and
 refused_calls (C symbols this driver lacks, or answers NOT_SUPPORTED to)."""
 
@@ -147,6 +148,7 @@ class _Driver:
         self.inits = 0  # NVML counts nvmlInit calls; the last nvmlShutdown ends it
         self.loaded = time.perf_counter()
         self.cells = (ctypes.c_char * 256)()  # memory the played handles point into
+        self.gpm_samples: dict[int, dict] = {}  # GPM sample buffers allocated, by address
 
     def __getattr__(self, symbol: str):
         if symbol.startswith("_"):
@@ -157,6 +159,8 @@ class _Driver:
             raise AttributeError(f"libnvidia-ml.so.1: undefined symbol: {symbol}")
         if symbol not in _CALLS:
             raise NotImplementedError(f"the NVML stand-in plays no {symbol}: play it in {__file__}")
+        if symbol == "nvmlErrorString":  # a code's words (const char *), not a return code
+            return lambda code: _WORDS.get(int(code), "Unknown Error").encode()
         return functools.partial(self._call, symbol)
 
     def _call(self, symbol: str, *args) -> int:
@@ -378,6 +382,101 @@ def _processes(driver: _Driver, symbol: str, handle, count, infos) -> None:
     for slot, (pid, memory) in zip(infos, found, strict=False):
         slot.pid, slot.usedGpuMemory = pid, memory
         slot.gpuInstanceId, slot.computeInstanceId = gpu_instance, compute_instance
+
+
+# nvml.h's words for the codes the played driver returns that nvidia-ml-py's own table lacks
+# (it asks nvmlErrorString for those).
+_WORDS = {25: "Argument Version Mismatch"}  # NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+_CALLS["nvmlErrorString"] = None  # answered by _Driver.__getattr__ itself
+
+
+# GPM (Hopper and newer): the played driver's sample buffers, by address, each with the GPU it
+# was read on and when; NVML refreshes GPM's counters every 100 ms (nvmlGpmMetricsGet's note),
+# so the stand-in refuses two samples closer than that (what a real driver answers is not
+# documented: refusing is the strict side).
+_GPM_REFRESH_S = 0.1
+
+
+@_plays("nvmlGpmQueryDeviceSupport")
+def _gpm_support(driver: _Driver, symbol: str, handle, support) -> None:
+    asked = support._obj
+    if asked.version != driver.real.NVML_GPM_SUPPORT_VERSION:
+        raise _Refusal(driver.real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    physical, _ = driver.device(handle, symbol)
+    asked.isSupportedDevice = int("gpm" in driver.machine()["gpus"][physical])
+
+
+@_plays("nvmlGpmSampleAlloc")
+def _gpm_alloc(driver: _Driver, symbol: str, sample) -> None:
+    buffer = (ctypes.c_char * 64)()  # the opaque buffer the pointer points at, kept alive here
+    driver.gpm_samples[ctypes.addressof(buffer)] = {"buffer": buffer}
+    _put_handle(sample, ctypes.addressof(buffer))
+
+
+def _gpm_sample(driver: _Driver, sample) -> dict:
+    """A sample buffer the played driver allocated and has not freed."""
+    found = driver.gpm_samples.get(ctypes.cast(sample, ctypes.c_void_p).value or 0)
+    if found is None:
+        raise _Refusal(driver.real.NVML_ERROR_INVALID_ARGUMENT)
+    return found
+
+
+@_plays("nvmlGpmSampleFree")
+def _gpm_free(driver: _Driver, symbol: str, sample) -> None:
+    _gpm_sample(driver, sample)
+    del driver.gpm_samples[ctypes.cast(sample, ctypes.c_void_p).value]
+
+
+@_plays("nvmlGpmSampleGet")
+def _gpm_get(driver: _Driver, symbol: str, handle, sample) -> None:
+    physical, _ = driver.device(handle, symbol)  # a MIG slice's handle: NOT_SUPPORTED
+    if "gpm" not in driver.machine()["gpus"][physical]:
+        raise _Refusal(driver.real.NVML_ERROR_NOT_SUPPORTED)
+    _gpm_sample(driver, sample).update(gpu=physical, t=time.perf_counter())
+
+
+@_plays("nvmlGpmMetricsGet")
+def _gpm_metrics(driver: _Driver, symbol: str, asked) -> None:
+    """Each metric asked of two samples of one GPU: its played value (the machine's "gpm", by
+    metric id), or NOT_SUPPORTED in its own nvmlReturn (one the machine lists in
+    "gpm_refused", or one it does not play). A structure of another size than this
+    nvidia-ml-py's (an older binding's NVML_GPM_METRIC_MAX) is refused whole."""
+    real, got = driver.real, asked._obj
+    if got.version != real.NVML_GPM_METRICS_GET_VERSION or ctypes.sizeof(got) != ctypes.sizeof(
+        real.c_nvmlGpmMetricsGet_t
+    ):
+        raise _Refusal(real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    first, second = _gpm_sample(driver, got.sample1), _gpm_sample(driver, got.sample2)
+    if (
+        "t" not in first
+        or "t" not in second
+        or first["gpu"] != second["gpu"]
+        or second["t"] - first["t"] < _GPM_REFRESH_S
+        or got.numMetrics > real.NVML_GPM_METRIC_MAX
+    ):
+        raise _Refusal(real.NVML_ERROR_INVALID_ARGUMENT)
+    g = driver.machine()["gpus"][first["gpu"]]
+    for i in range(got.numMetrics):
+        slot = got.metrics[i]  # a view of the caller's structure, as C writes into it
+        played = g["gpm"].get(slot.metricId)
+        if played is None or slot.metricId in g.get("gpm_refused", ()):
+            slot.nvmlReturn, slot.value = real.NVML_ERROR_NOT_SUPPORTED, 0.0
+        else:
+            slot.nvmlReturn, slot.value = real.NVML_SUCCESS, played
+
+
+@_plays("nvmlDeviceGetViolationStatus")
+def _violation(driver: _Driver, symbol: str, handle, policy, held) -> None:
+    """Nanoseconds the clock was held for power (sw_power_cap set) or heat (a thermal reason
+    set) since the driver loaded: all of the time where the reason is set, none elsewhere."""
+    real = driver.real
+    _, live = driver.whole(handle, symbol)
+    bits = {real.NVML_PERF_POLICY_POWER: 0x4, real.NVML_PERF_POLICY_THERMAL: 0x20 | 0x40}
+    if policy.value not in bits:
+        raise NotImplementedError("the NVML stand-in plays the power and thermal policies")
+    elapsed = time.perf_counter() - driver.loaded
+    held._obj.referenceTime = int(time.time() * 1e6)  # a CPU timestamp, in microseconds
+    held._obj.violationTime = int(elapsed * 1e9) if live["reasons"] & bits[policy.value] else 0
 
 
 def _played_cuda():
