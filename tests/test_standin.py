@@ -281,16 +281,16 @@ def test_tunableop_on_the_played_h100_is_measured_and_says_what_it_searched_and_
     # "Default" wins, the knob is still measured (it was skipped, and before that it raised
     # on write_file_on_exit, which torch 2.15 does not have).
     state = played("small_l2")
-    import roofline.measuring.knobs
+    import roofline.measuring.knob_sides
 
     checked_with = []
-    prepare = roofline.measuring.knobs.prepare_matmul
+    prepare = roofline.measuring.knob_sides.prepare_matmul
 
     def spy(*args, **kwargs):
         checked_with.append(state.tunable["enabled"])
         return prepare(*args, **kwargs)
 
-    monkeypatch.setattr(roofline.measuring.knobs, "prepare_matmul", spy)
+    monkeypatch.setattr(roofline.measuring.knob_sides, "prepare_matmul", spy)
     rows, tuning = knobs()
     tunable = rows["cuBLASLt -> TunableOp"]
     assert tunable["status"] == "measured", tunable["reason"]
