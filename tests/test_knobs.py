@@ -38,6 +38,7 @@ def test_the_cpu_knobs_are_measured_on_both_sides_and_checked():
         "naive -> BLAS",
         "1 thread -> every core",
         "operands in L2",
+        "random -> constant inputs",
         "BLAS library",
         "float32 -> bfloat16",
         "oneDNN instruction set",
@@ -52,6 +53,12 @@ def test_the_cpu_knobs_are_measured_on_both_sides_and_checked():
         assert rows["1 thread -> every core"].status == "measured"
     naive = rows["naive -> BLAS"]
     assert naive.status == "measured" or "no C compiler" in naive.reason
+    # The data's own power: constant inputs checked exactly (every element of C is K); a CPU's
+    # sides read no telemetry.
+    data = rows["random -> constant inputs"]
+    assert (data.baseline, data.variant) == ("random inputs", "constant inputs (ones)")
+    assert data.status == "measured" and data.variant_check_error == 0.0
+    assert data.baseline_sm_clock_mhz is None and data.variant_power_w is None
 
 
 def test_the_square_in_l2_holds_its_three_operands_in_half_of_one_l2():
@@ -196,10 +203,11 @@ def test_the_gpu_knobs_and_what_an_a100_cannot_turn():
         "float16 -> float8",
         "float8 fast accumulation",
         "cuBLASLt -> TunableOp",
+        "random -> constant inputs",
         "eager -> CUDA graph",
         "rotated -> L2-resident",
     ]
-    assert [k.lab_turns for k in knobs] == [True, True, False, False, False, None, None]
+    assert [k.lab_turns for k in knobs] == [True, True, False, False, False, None, None, None]
     for knob in knobs[2:4]:  # float8 needs compute capability 8.9: refused before any GPU call
         point = kn.measure_knob("a100", knob, SETTINGS)
         assert point.status == "skipped" and "needs compute capability >= 8.9" in point.reason
@@ -265,3 +273,48 @@ def test_with_knobs_measured_the_gap_paragraph_cites_the_largest_unturned_one():
     extra = appendix(table, manifest, knobs)
     assert "The largest knob this kernel leaves unturned, measured: float32 -> bfloat16: " in extra
     assert "4× at 2048×2048×2048" in extra and "## Knobs" in extra
+
+
+def test_on_a_gpu_the_data_knob_reads_each_sides_clock_and_power(played):
+    from roofline.device.hardware import gpu_info
+    from roofline.measuring.measure import gpu_target
+
+    played("h100")
+    (gpu,) = gpu_info()
+    shapes = {"shape": [64] * 3, "small_shape": [64] * 3, "l2_shape": [64] * 3}
+    knobs = kn.gpu_knobs(
+        gpu_target(gpu, print), gpu, OmegaConf.create(shapes), SETTINGS, Path("unused.csv")
+    )
+    (data,) = [k for k in knobs if k.name == kn.DATA_POWER_KNOB]
+    point = kn.measure_knob("h100", data, SETTINGS)
+    assert point.status == "measured" and point.variant_check_error == 0.0
+    # The played H100's clock and power under load, on both sides (the stand-in's power draws
+    # nothing of the data: only a real GPU shows what constant inputs change).
+    assert (point.baseline_sm_clock_mhz, point.variant_sm_clock_mhz) == (1755.0, 1755.0)
+    assert (point.baseline_power_w, point.variant_power_w) == (690.0, 690.0)
+    line = knob_lines(knobs_table({"h100": {"rows": [point]}}))[2]
+    assert "; SM clock 1755 → 1755 MHz, power 690 → 690 W); a measurement effect" in line
+
+
+def test_the_data_knob_says_what_share_of_the_gap_the_random_datas_power_is():
+    from types import SimpleNamespace
+
+    from roofline.interpretation.figures import data_power_share
+    from roofline.rendering.gap_paragraph import data_power_sentence
+
+    # An A100's published pair: 257 TFLOP/s on random float16, 295 on zeros, of 312: the data
+    # closes 38 of the 55 TFLOP/s gap.
+    assert data_power_share(257.0, 295.0, 312.0) == pytest.approx(38 / 55)
+    assert data_power_share(320.0, 330.0, 312.0) is None  # no gap to share
+    point = measured_knob(
+        "a100", kn.DATA_POWER_KNOB, [2 * 8192**3 / 257e12], [2 * 8192**3 / 295e12], None, 8192
+    )
+    point.baseline_sm_clock_mhz, point.variant_sm_clock_mhz = 1275.0, 1410.0
+    said = data_power_sentence(
+        SimpleNamespace(peak_tflops=312.0), knobs_table({"a100": {"rows": [point]}})
+    )
+    assert said == (
+        "The data's own power: constant inputs ran 1.15× the random ones at 8192×8192×8192 "
+        "float32 (257 → 295 TFLOP/s; SM clock 1275 → 1410 MHz): 69% of the gap to the dense "
+        "peak is the power random data draws."
+    )

@@ -135,7 +135,7 @@ def test_gpu_check_runs_the_cuda_tests_and_the_suite_and_writes_every_row(tmp_pa
         ("float32", "tf32", "float16", "bfloat16", "float8_e4m3fn"), "measured"
     )
     knobs = {k["knob"]: k for k in suite["knobs"]}
-    assert len(knobs) == 7
+    assert len(knobs) == 8
     assert knobs["cuBLASLt -> TunableOp"]["variant"].startswith("TunableOp's search of 'Default'")
     # The lab's residency shape (16.6 MiB) does not fit twice in this played 1 MiB L2.
     assert "does not fit twice" in knobs["rotated -> L2-resident"]["reason"]

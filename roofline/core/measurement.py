@@ -176,6 +176,12 @@ class KnobMeasurement:
     variant_samples_s: list[float] = field(default_factory=list)
     # The variant's own [M, N, K] where it runs another shape than the baseline's (m, n, k).
     variant_shape: list[int] | None = None
+    # Each side's mean SM clock and power over its rounds, where the knob reads a GPU's
+    # telemetry (DATA_POWER_KNOB's: what the data's own power does to the clock).
+    baseline_sm_clock_mhz: float | None = None
+    variant_sm_clock_mhz: float | None = None
+    baseline_power_w: float | None = None
+    variant_power_w: float | None = None
 
 
 # The knob whose gain the breakdown reads as a CPU's threading: the same BLAS call on one
@@ -185,6 +191,10 @@ THREADS_KNOB = "1 thread -> every core"
 # thread at the knob's shape, and at one whose operands fit that core's L2 (no packing and
 # memory traffic to speak of there: the library's inner kernel at its own rate).
 MICRO_KERNEL_KNOB = "operands in L2"
+# The knob that measures the data's own power: the lab's matmul on random inputs and on constant
+# ones (bits that never toggle), interleaved; an A100 ran 257 TFLOP/s on random float16 and 295
+# on zeros, power-limited (thonking.ai). Never the lab's headline.
+DATA_POWER_KNOB = "random -> constant inputs"
 
 
 def knob_from_dict(data: Any, where: str) -> KnobMeasurement:

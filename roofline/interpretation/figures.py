@@ -18,6 +18,13 @@ def ratio(value: float, of: float) -> float:
     return value / of
 
 
+def data_power_share(random_tflops: float, constant_tflops: float, peak: float) -> float | None:
+    """The share of the gap from the dense peak down to the rate on random inputs that constant
+    inputs close (the power the random data itself draws); None where there is no gap."""
+    gap = peak - random_tflops
+    return (constant_tflops - random_tflops) / gap if gap > 0 else None
+
+
 class MoveTime(NamedTuple):
     seconds: float  # the operands moved once at the measured copy bandwidth
     share: float  # of the measured (median) time

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -25,6 +25,7 @@ class Side:
     label: str
     check_error: float
     measure: Callable[[float, bool], list[float]]
+    windows: list[Any] = field(default_factory=list)  # each round's telemetry, where watched
 
 
 @dataclass
@@ -65,17 +66,22 @@ def in_process(
     s: Settings,
     around: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext,
     per_call: int = 1,
+    monitor: Callable[[], Any] | None = None,
 ) -> Side:
     """A side timed here, under `around` (a thread count, a math mode, TunableOp); a timed call
-    that stands for `per_call` calls (a CUDA graph's replay) is divided by them."""
+    that stands for `per_call` calls (a CUDA graph's replay) is divided by them. `monitor`: the
+    device's telemetry over each round (Kind.monitor), kept in the side's `windows`."""
 
     def measure(seconds: float, first: bool) -> list[float]:
         window = round_window(s.bench, seconds, first)
         with around():
-            samples = sample(prepared.call, timer, **window.sample_options()).samples
-        return [t / per_call for t in samples]
+            timed = sample(prepared.call, timer, window=monitor, **window.sample_options())
+        if timed.watch is not None:
+            side.windows.append(timed.watch)
+        return [t / per_call for t in timed.samples]
 
-    return Side(label, prepared.check_error, measure)
+    side = Side(label, prepared.check_error, measure)
+    return side
 
 
 def matmul(

@@ -3,6 +3,7 @@ a pair of ways to run one matmul, a baseline and a variant, both checked against
 and timed in the same run, interleaved round by round (so drift hits both alike); its gain is
 variant / baseline TFLOP/s. A knob a device cannot turn is skipped with the reason.
 
+Both: random inputs -> constant ones (the data's own power; a GPU's clock and power each side).
 CPU: the textbook loop -> BLAS; 1 thread -> every core; one thread at the knobs' shape -> at
 one whose operands fit the core's L2 (the micro-kernel apart from packing and memory); torch's
 BLAS -> numpy's; float32 -> bfloat16; oneDNN capped below its best instructions -> uncapped.
@@ -30,10 +31,16 @@ from roofline.configuration.params import RENTED_KINDS
 from roofline.core import arithmetic as ar
 from roofline.core.dtypes import float8_for
 from roofline.core.errors import RooflineError
-from roofline.core.measurement import MICRO_KERNEL_KNOB, THREADS_KNOB, KnobMeasurement
+from roofline.core.measurement import (
+    DATA_POWER_KNOB,
+    MICRO_KERNEL_KNOB,
+    THREADS_KNOB,
+    KnobMeasurement,
+)
 from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.kinds import Unavailable
 from roofline.device.peakflops import naive_matmul
+from roofline.device.telemetry import window_telemetry
 from roofline.device.timing import BenchSettings, Timer
 from roofline.measuring.knob_sides import (
     Knob,
@@ -95,6 +102,11 @@ def cpu_knobs(target: Target, found: CpuInfo, config: Any, s: Settings) -> list[
             side(f"1 thread at {at}", "float32", in_l2, around=one),
         )
 
+    def data() -> tuple[Side, Side]:
+        return side("random inputs", "float32", shape), side(
+            "constant inputs (ones)", "float32", shape, constant=True
+        )
+
     def library() -> tuple[Side, Side]:
         return side("torch", "float32", shape), side("numpy", "float32", shape, backend="numpy")
 
@@ -129,6 +141,7 @@ def cpu_knobs(target: Target, found: CpuInfo, config: Any, s: Settings) -> list[
             micro_kernel,
             in_l2,
         ),
+        Knob(DATA_POWER_KNOB, "random", "constant", "float32", shape, None, data),
         Knob("BLAS library", "torch", "numpy", "float32", shape, True, library),
         Knob("float32 -> bfloat16", "float32", "bfloat16", "bfloat16", shape, False, bfloat16),
         Knob("oneDNN instruction set", "capped", "uncapped", "bfloat16", shape, True, isa_cap),
@@ -157,9 +170,20 @@ class GpuKnobs:
 
     def side(self, label: str, dtype: str, size: list[int], **options: Any) -> Side:
         around = options.pop("around", lambda: float32_math(dtype))
+        monitor = options.pop("monitor", None)
         with around():  # checked as it is timed: under the same switch
             prepared = matmul(self.target, dtype, size, self.s, **options)
-        return in_process(label, prepared, self.timer, self.s, around)
+        return in_process(label, prepared, self.timer, self.s, around, monitor=monitor)
+
+    def data(self) -> tuple[Side, Side]:
+        """The lab's kernel on random inputs and on constant ones, each side's clock and power
+        read over its rounds: what the data's own power does to a power-limited GPU."""
+        self.needs("float16", self.shape)
+        watched = {"monitor": self.target.monitor}
+        return (
+            self.side("random inputs", "float16", self.shape, **watched),
+            self.side("constant inputs (ones)", "float16", self.shape, constant=True, **watched),
+        )
 
     def timed(self, label: str, prepared: Prepared, per_call: int = 1) -> Side:
         return in_process(label, prepared, self.timer, self.s, per_call=per_call)
@@ -288,6 +312,7 @@ class GpuKnobs:
                 False,
                 self.tunable_op,
             ),
+            Knob(DATA_POWER_KNOB, "random", "constant", "float16", shape, None, self.data),
             Knob(
                 "eager -> CUDA graph",
                 "eager",
@@ -330,6 +355,8 @@ def measure_knob(name: str, knob: Knob, s: Settings) -> KnobMeasurement:
         for round_ in range(s.rounds):
             point.baseline_samples_s += baseline.measure(seconds, round_ == 0)
             point.variant_samples_s += variant.measure(seconds, round_ == 0)
+        point.baseline_sm_clock_mhz, point.baseline_power_w = side_telemetry(baseline)
+        point.variant_sm_clock_mhz, point.variant_power_w = side_telemetry(variant)
     except Unavailable as why:
         point.status, point.reason = "skipped", str(why)
     except WrongResult as err:
@@ -341,6 +368,17 @@ def measure_knob(name: str, knob: Knob, s: Settings) -> KnobMeasurement:
     if point.status != "measured":  # a knob not measured carries no samples
         point.baseline_samples_s, point.variant_samples_s = [], []
     return point
+
+
+def side_telemetry(side: Side) -> tuple[float | None, float | None]:
+    """A side's mean SM clock and power over its rounds' windows; None where none was read."""
+    summaries = [window_telemetry(w, None) for w in side.windows]
+    clocks = [t.sm_clock_mhz for t in summaries if t.sm_clock_mhz is not None]
+    powers = [t.power_w for t in summaries if t.power_w is not None]
+    return (
+        sum(clocks) / len(clocks) if clocks else None,
+        sum(powers) / len(powers) if powers else None,
+    )
 
 
 def knobs_for(target: Target, found: Found, config: Any, s: Settings, tuning: Path) -> list[Knob]:

@@ -100,14 +100,24 @@ def float32_math(dtype: str) -> Iterator[None]:
         torch.set_float32_matmul_precision(before)
 
 
-def _operands(m: int, n: int, k: int, dtype: str, device: str, gen: torch.Generator):
-    """Random normal inputs (never zeros: they run faster) rounded to the dtype."""
+def _operands(
+    m: int, n: int, k: int, dtype: str, device: str, gen: torch.Generator, constant: bool = False
+):
+    """Random normal inputs (never zeros: they run faster) rounded to the dtype; or, `constant`,
+    every element 1 (bits that never toggle: the data's own power, measured apart, and the
+    product still checked, every element of it K)."""
     d = DTYPES[dtype]
-    a = torch.randn(m, k, device=device, generator=gen).to(torch_dtype(dtype))
+
+    def made(rows: int, cols: int) -> torch.Tensor:
+        if constant:
+            return torch.ones(rows, cols, device=device)
+        return torch.randn(rows, cols, device=device, generator=gen)
+
+    a = made(m, k).to(torch_dtype(dtype))
     to_b = getattr(torch, d.b_torch)
     if d.b_layout == "column-major":
-        return a, torch.randn(n, k, device=device, generator=gen).to(to_b).t()
-    return a, torch.randn(k, n, device=device, generator=gen).to(to_b)
+        return a, made(n, k).to(to_b).t()
+    return a, made(k, n).to(to_b)
 
 
 def matmul_fn(
@@ -179,16 +189,18 @@ def prepare_matmul(
     sets: int | None = None,
     reference: str | None = None,
     learn: Callable[[Callable[[], object]], str | None] | None = None,
+    constant: bool = False,
 ) -> Prepared:
     """Random operands (enough sets to rotate past the cache, or `sets`), C = A @ B through
     `backend` (roofline.device.backends) checked against float64 (on `reference`, where the
     device has none: roofline.device.kinds.Kind.reference). Raises WrongResult instead of
     returning a kernel whose output is wrong. `learn`: runs the checked call and names the
-    kernel it ran (Kind.kernel), so no call is spent on that alone."""
+    kernel it ran (Kind.kernel), so no call is spent on that alone. `constant`: every input
+    element 1 (the data's power knob's variant; never the lab's headline)."""
     gen = torch.Generator(device=device).manual_seed(seed)
     if sets is None:
         sets = min(MAX_SETS, buffer_sets(matmul_bytes(m, n, k, dtype), cache_bytes or 0))
-    inputs = [_operands(m, n, k, dtype, device, gen) for _ in range(sets)]
+    inputs = [_operands(m, n, k, dtype, device, gen, constant) for _ in range(sets)]
     library = backends.backend(backend, matmul_fn(dtype, device, fast_accum))
     operands = [library.operands(a, b) for a, b in inputs]
     mm = library.matmul

@@ -25,6 +25,7 @@ from roofline.interpretation.rows import KNOB_COLUMNS, knob_title
 from roofline.rendering.gap_paragraph import gap_paragraph
 from roofline.rendering.sentences import (
     cell,
+    sides_telemetry,
 )
 
 
@@ -155,7 +156,8 @@ def knob_lines(knobs: pd.DataFrame) -> list[str]:
         lines.append(
             f"- {knob_title(r.knob, r.baseline, r.variant)}: **{r.gain:.3g}×** "
             f"({r.baseline_tflops:.4g} → {r.variant_tflops:.4g} TFLOP/s at {at} "
-            f"{r.dtype}; spreads {r.baseline_spread:.0%} and {r.variant_spread:.0%}); {note}"
+            f"{r.dtype}; spreads {r.baseline_spread:.0%} and {r.variant_spread:.0%}"
+            f"{sides_telemetry(r)}); {note}"
         )
     lines += [
         f"- {r.knob}: {r.status}: {r.reason}"

@@ -8,6 +8,7 @@ import pandas as pd
 
 from roofline.configuration.params import RENTED_KINDS
 from roofline.core.dtypes import DTYPES
+from roofline.core.measurement import DATA_POWER_KNOB
 from roofline.device.cache_ceilings import binary_size
 from roofline.interpretation import kernel_names
 from roofline.interpretation.ceilings import (
@@ -16,6 +17,7 @@ from roofline.interpretation.ceilings import (
 )
 from roofline.interpretation.figures import (
     against_ridge,
+    data_power_share,
     fma_shares,
     move_time,
     ratio,
@@ -35,6 +37,7 @@ from roofline.rendering.sentences import (
     datasheet_sentence,
     library,
     noisy_sentence,
+    sides_telemetry,
     sustained_sentence,
     times,
 )
@@ -272,8 +275,27 @@ def gap_paragraph(
             for r in rows[rows.status.isin(["skipped", "failed"])].itertuples()
         ],
         unturned_sentence(knobs) if knobs is not None else "",
+        data_power_sentence(head, knobs) if knobs is not None else "",
     ]
     return " ".join(part for part in parts if part)
+
+
+def data_power_sentence(head: Any, knobs: pd.DataFrame) -> str:
+    """What the data's own power costs: the knob's constant inputs against its random ones, as
+    a share of the gap to the dense peak, with each side's clock where it was read."""
+    measured = knobs[(knobs.knob == DATA_POWER_KNOB) & (knobs.status == "measured")]
+    if measured.empty or pd.isna(head.peak_tflops):
+        return ""
+    r = SimpleNamespace(**measured.iloc[0].to_dict())
+    share = data_power_share(r.baseline_tflops, r.variant_tflops, head.peak_tflops)
+    said = (
+        f"The data's own power: constant inputs ran {r.gain:.3g}× the random ones at "
+        f"{r.m}×{r.n}×{r.k} {r.dtype} ({r.baseline_tflops:.4g} → {r.variant_tflops:.4g} TFLOP/s"
+        f"{sides_telemetry(r)})"
+    )
+    if share is None:
+        return f"{said}."
+    return f"{said}: {share:.0%} of the gap to the dense peak is the power random data draws."
 
 
 def unturned_sentence(knobs: pd.DataFrame) -> str:

@@ -133,3 +133,14 @@ def sustained_sentence(
             f"({figure.source}), which this is {ratio(s.achieved_tflops, figure.tflops):.0%} of"
         )
     return text + "."
+
+
+def sides_telemetry(r: Any) -> str:
+    """Each side's SM clock and power, where the knob read them ("" where it did not)."""
+    said = [
+        f"{what} {getattr(r, f'baseline_{field}'):.0f} → {getattr(r, f'variant_{field}'):.0f} {unit}"
+        for field, what, unit in (("sm_clock_mhz", "SM clock", "MHz"), ("power_w", "power", "W"))
+        if not pd.isna(getattr(r, f"baseline_{field}", None))
+        and not pd.isna(getattr(r, f"variant_{field}", None))
+    ]
+    return "; " + ", ".join(said) if said else ""
