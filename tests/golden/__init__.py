@@ -8,7 +8,7 @@ to the rendering you mean, and review the diff of the page:
 
 The records are fixtures, not results: `cpu.json` is the CPU record one `uv run dvc exp run -S
 knobs=lab` wrote on this project's CI machine (2 vCPUs of an AMD EPYC with AVX-512 and
-AVX512-BF16, 2026-12-04), `cpu-knobs.json` that run's knobs record, whole; the GPUs' are
+AVX512-BF16, 2026-12-04, 19:08 UTC), `cpu-knobs.json` that run's knobs record, whole; the GPUs' are
 played below, at rates near what their datasheets and published figures lead one to expect,
 with the kernel names the CUDA stand-in plays (cited there), so that every part of the page
 has something to show; the h200 is a node of eight GPUs measured at once. mps and mi300x stay
