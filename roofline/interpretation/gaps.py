@@ -70,36 +70,37 @@ FORCING = (
 )
 
 
+def cpu_knob(entry: DeviceEntry, knobs: pd.DataFrame | None, name: str) -> Any | None:
+    """A measured CPU's knob of this name as knobs.csv has it, or None where it was not
+    measured (or the device is no CPU, or its run recorded no threads)."""
+    if knobs is None or entry.kind != "cpu" or not run_of(entry).threads:
+        return None
+    measured = knobs[(knobs.knob == name) & (knobs.status == "measured")]
+    return None if measured.empty else measured.iloc[0]
+
+
 def threading(entry: DeviceEntry, knobs: pd.DataFrame | None) -> Threading | None:
     """A CPU's threading as its knobs measured it (THREADS_KNOB), or None where they did not."""
-    run = run_of(entry)
-    if knobs is None or entry.kind != "cpu" or not run.threads:
+    knob = cpu_knob(entry, knobs, THREADS_KNOB)
+    if knob is None:
         return None
-    measured = knobs[(knobs.knob == THREADS_KNOB) & (knobs.status == "measured")]
-    if measured.empty:
-        return None
-    knob = measured.iloc[0]
     shape = (int(knob.m), int(knob.n), int(knob.k))
-    return Threading(float(knob.gain), run.threads, shape, float(knob.baseline_tflops))
+    return Threading(float(knob.gain), run_of(entry).threads, shape, float(knob.baseline_tflops))
 
 
 def micro_kernel(entry: DeviceEntry, knobs: pd.DataFrame | None) -> MicroKernel | None:
     """A CPU's micro-kernel apart from its packing and memory, as its knobs measured it
     (MICRO_KERNEL_KNOB), or None where they did not."""
-    run = run_of(entry)
-    if knobs is None or entry.kind != "cpu" or not run.threads:
+    knob = cpu_knob(entry, knobs, MICRO_KERNEL_KNOB)
+    if knob is None:
         return None
-    measured = knobs[(knobs.knob == MICRO_KERNEL_KNOB) & (knobs.status == "measured")]
-    if measured.empty:
-        return None
-    knob = measured.iloc[0]
     m, n, k = (int(size) for size in str(knob.variant_mnk).split("x"))
     return MicroKernel(
         (int(knob.m), int(knob.n), int(knob.k)),
         float(knob.baseline_tflops),
         (m, n, k),
         float(knob.variant_tflops),
-        run.threads,
+        run_of(entry).threads,
     )
 
 
