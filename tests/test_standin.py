@@ -12,6 +12,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from roofline import gpu_suite
 from roofline.device import kinds
@@ -21,7 +22,6 @@ from roofline.measuring.knobs import Settings, measure_knobs
 from roofline.measuring.measure import gpu_target, measure_point
 from tests.machines import (
     ROOT,
-    SHORT_WINDOW,
     STAND_IN,
     clone,
     dvc,
@@ -68,6 +68,14 @@ def test_a_pcie_card_rented_for_h100_is_measured_as_h100_and_judged_as_pcie(tmp_
 
     origin = make_project(tmp_path)
     pod = clone(origin, tmp_path / "pod", pull=False)
+    # Each point timed over a window of a second, long enough for the GPU's own counters: at
+    # 256^3, whose played calls are slow enough that the window's call cap does not cut it.
+    config, conf = pod / "conf/config.yaml", pod / "conf/device/h100.yaml"
+    cfg, h100 = yaml.safe_load(config.read_text()), yaml.safe_load(conf.read_text())
+    cfg["bench"]["min_seconds"], h100["shapes"] = 1.0, [[256, 256, 256]]
+    config.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    conf.write_text(yaml.safe_dump(h100, sort_keys=False))
+    run(pod, sys.executable, "-m", "roofline.compose")
     played = {"PYTHONPATH": str(STAND_IN), "PLAYED_MACHINE": "h100_pcie", "ROOFLINE_HARDWARE": None}
     out = dvc(pod, "repro", env=played)
     record = results(pod, "h100")
@@ -75,13 +83,26 @@ def test_a_pcie_card_rented_for_h100_is_measured_as_h100_and_judged_as_pcie(tmp_
     assert record["found"]["name"] == "NVIDIA H100 PCIe" and record["found"]["sm_count"] == 114
     assert record["found"]["power_limit_w"] == 350.0 and record["found"]["driver"] == "580.65.06"
     assert results(pod, "cpu")["status"] == "pending"  # a GPU box's host CPU is not the laptop
+    assert [row["dtype"] for row in record["rows"]] == ["float16", "float32"]
     for row in record["rows"]:
         assert row["status"] == "measured"
         assert row["timing"].startswith(("cuda events", "CUDA graph of")), row["timing"]
-        # Tiny windows, under the counter's steps: power from the readings, no energy claimed.
-        assert row["sm_clock_mhz"] == 1620 and row["power_source"] == SHORT_WINDOW
-        assert row["power_w"] == 340 and row["energy_j"] is None
+        assert row["window_s"] >= 1.0 and row["power_source"] == "energy counter"
+        assert row["sm_clock_mhz"] == 1620 and row["power_w"] == pytest.approx(340, rel=0.1)
         assert row["other_processes"] == "" and row["telemetry_errors"] == ""
+        # The time the driver held the clock for power (its software cap), none for heat.
+        assert row["power_held_s"] > 0 and row["thermal_held_s"] == 0
+        # GPM read at the window's two ends: every metric the played PCIe card answers.
+        assert row["counter_errors"] == ""
+        gpm = {key: value for key, value in row.items() if key.startswith("gpm_")}
+        assert gpm == {
+            "gpm_graphics_busy_pct": 99.6,
+            "gpm_sm_busy_pct": 98.1,
+            "gpm_sm_occupancy_pct": 12.4,
+            "gpm_tensor_active_pct": 75.8,
+            "gpm_hmma_active_pct": 75.8,
+            "gpm_dram_busy_pct": 31.2,
+        }
     # What `roofline.cloud h100` fetches from the pod, it hands back.
     device = pod / "experiments/x4-roofline/devices/h100"
     lock, measured = (device / "dvc.lock").read_text(), (device / "results.json").read_bytes()
@@ -96,6 +117,10 @@ def test_a_pcie_card_rented_for_h100_is_measured_as_h100_and_judged_as_pcie(tmp_
     assert float(h100[0]["mfu"]) == pytest.approx(float(h100[0]["achieved_tflops"]) / 756.5)
     report = (pod / "experiments/x4-roofline/REPORT.md").read_text()
     assert "| h100 | H100 PCIe 80GB | float16 |" in report
+    # Its largest loss named from the counters, with the tensor pipes' figure, and ticked.
+    assert "Its largest measured loss is the kernel's issue efficiency" in report
+    assert "of the 573.4 TFLOP/s the tensor pipes' active cycles allow at full rate" in report
+    assert "- [x] A concrete gap paragraph per measured device" in report
     assert "no band for this SKU (the lab's is H100 SXM5 80GB's)" in report
     assert "The lab's band and done threshold were written for H100 SXM5 80GB" in report
     assert "h100 float16 ≥ 600 TFLOP/s (written for the H100 SXM5 80GB)" in report  # not met
