@@ -20,6 +20,7 @@ from roofline.device.hardware import gpu_info
 from roofline.device.timing import BenchSettings
 from roofline.measuring.knobs import Settings, measure_knobs
 from roofline.measuring.measure import gpu_target, measure_point
+from tests.golden import HOPPER_GPM
 from tests.machines import (
     ROOT,
     STAND_IN,
@@ -92,17 +93,10 @@ def test_a_pcie_card_rented_for_h100_is_measured_as_h100_and_judged_as_pcie(tmp_
         assert row["other_processes"] == "" and row["telemetry_errors"] == ""
         # The time the driver held the clock for power (its software cap), none for heat.
         assert row["power_held_s"] > 0 and row["thermal_held_s"] == 0
-        # GPM read at the window's two ends: every metric the played PCIe card answers.
+        # GPM read at the window's two ends: every metric the played Hopper cards answer.
         assert row["counter_errors"] == ""
         gpm = {key: value for key, value in row.items() if key.startswith("gpm_")}
-        assert gpm == {
-            "gpm_graphics_busy_pct": 99.6,
-            "gpm_sm_busy_pct": 98.1,
-            "gpm_sm_occupancy_pct": 12.4,
-            "gpm_tensor_active_pct": 75.8,
-            "gpm_hmma_active_pct": 75.8,
-            "gpm_dram_busy_pct": 31.2,
-        }
+        assert gpm == HOPPER_GPM
     # What `roofline.cloud h100` fetches from the pod, it hands back.
     device = pod / "experiments/x4-roofline/devices/h100"
     lock, measured = (device / "dvc.lock").read_text(), (device / "results.json").read_bytes()
