@@ -295,7 +295,7 @@ def test_a_run_with_a_competitor_throughout_shows_no_mfu_above_100_percent(tmp_p
     import csv
     import re
 
-    from tests.machines import DEVICES, PLAYED_CACHES, clone, make_project, run
+    from tests.machines import DEVICES, PLAYED_CACHES, clone, compose, make_project, run
 
     # No GPU device: its four stages would only pend, and the CPU is the subject.
     project = clone(make_project(tmp_path, gpus=()), tmp_path / "laptop", pull=False)
@@ -308,7 +308,7 @@ def test_a_run_with_a_competitor_throughout_shows_no_mfu_above_100_percent(tmp_p
         "devices.cpu.shapes=[[256,256,256]]",
         "bench.min_seconds=0.2",
     ]
-    run(project, sys.executable, "-m", "roofline.compose", *overrides)
+    compose(project, *overrides)
     # One process fewer than the CPUs already leaves every window at most (n)/(2n - 1) of a
     # CPU (2/3 on two), and slows the other tests running beside it less.
     with competitors(max(1, len(CPUS) - 1)):  # for the whole of the cpu's measurement

@@ -4,7 +4,6 @@ row the device's figure, the slowest and the spread in the report; a single GPU 
 import csv
 import json
 import os
-import sys
 import tempfile
 import time
 from types import SimpleNamespace
@@ -19,7 +18,7 @@ from roofline.interpretation.rows import row
 from roofline.measuring.benchmark import READY_TIMEOUT_S
 from roofline.rendering.report import node_sentence
 from tests.fakes.cuda.played_cuda import H100_SXM
-from tests.machines import ROOT, STAND_IN, clone, dvc, make_project, results, run
+from tests.machines import ROOT, STAND_IN, clone, compose, dvc, make_project, results
 
 
 def json_file(machine: dict) -> str:
@@ -85,7 +84,7 @@ def test_a_four_gpu_node_is_measured_at_once_and_reported_with_its_slowest(tmp_p
     cfg = yaml.safe_load(config.read_text())
     cfg["bench"]["sustained_seconds"] = 0.2  # each GPU's long window too, shortened
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
-    run(pod, sys.executable, "-m", "roofline.compose")
+    compose(pod)
     played = {"PYTHONPATH": str(STAND_IN), "PLAYED_MACHINE": "four_gpus", "ROOFLINE_HARDWARE": None}
     out = dvc(pod, "repro", env=played)
     assert "h100: 4 GPUs of it here, measured at once" in out

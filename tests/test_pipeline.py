@@ -24,6 +24,7 @@ from tests.machines import (
     POD,
     ROOT,
     clone,
+    compose,
     dvc,
     git,
     make_project,
@@ -302,7 +303,7 @@ def test_a_price_or_peak_fixed_on_the_laptop_re_renders_and_measures_nothing(sto
     fixed = yaml.safe_load(conf.read_text())
     fixed["skus"]["host"] |= {"cost_per_hour": 2.69, "peak_tflops": {"float32": 4.0}}
     conf.write_text(yaml.safe_dump(fixed))
-    run(laptop, sys.executable, "-m", "roofline.compose")
+    compose(laptop)
     out = dvc(laptop, "repro", hardware=LAPTOP)
     assert not {s for s in ran(out) if s.endswith((":benchmark", ":sweep"))}, out
     assert {"aggregate", "plot", "report"} <= ran(out)
@@ -371,7 +372,7 @@ def test_a_device_is_one_conf_file_and_one_defaults_line(story):
     config.write_text(text.replace("- sweep: none", "- device@devices.l40s: l40s\n- sweep: none"))
     code, out = run(laptop, sys.executable, "-m", "roofline.compose", "--check", check=False)
     assert code != 0 and "differ from conf/: run `uv run python -m roofline.compose`" in out
-    run(laptop, sys.executable, "-m", "roofline.compose")
+    compose(laptop)
     out = dvc(laptop, "repro", "--dry", hardware=LAPTOP)
     assert {"l40s:probe", "l40s:benchmark", "l40s:sweep"} <= ran(out), out
     dvc(laptop, "repro", hardware=LAPTOP)
@@ -406,7 +407,7 @@ def test_dvc_plots_renders_an_interactive_log_log_roofline_and_diffs_two_revisio
     fixed = yaml.safe_load(conf.read_text())
     fixed["skus"]["host"]["peak_tflops"] = {"float32": 4.0}
     conf.write_text(yaml.safe_dump(fixed))
-    run(laptop, sys.executable, "-m", "roofline.compose")
+    compose(laptop)
     dvc(laptop, "repro", hardware=LAPTOP)
     (diff,) = plots_json(laptop, "diff", "HEAD")["data"]["experiments/x4-roofline/roofline.json"]
     revs = {

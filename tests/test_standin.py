@@ -25,6 +25,7 @@ from tests.machines import (
     ROOT,
     STAND_IN,
     clone,
+    compose,
     dvc,
     gpu_check,
     make_project,
@@ -76,7 +77,7 @@ def test_a_pcie_card_rented_for_h100_is_measured_as_h100_and_judged_as_pcie(tmp_
     cfg["bench"]["min_seconds"], h100["shapes"] = 1.0, [[256, 256, 256]]
     config.write_text(yaml.safe_dump(cfg, sort_keys=False))
     conf.write_text(yaml.safe_dump(h100, sort_keys=False))
-    run(pod, sys.executable, "-m", "roofline.compose")
+    compose(pod)
     played = {"PYTHONPATH": str(STAND_IN), "PLAYED_MACHINE": "h100_pcie", "ROOFLINE_HARDWARE": None}
     out = dvc(pod, "repro", env=played)
     record = results(pod, "h100")
@@ -211,7 +212,7 @@ def test_a_dtype_whose_call_raises_is_a_failed_row_and_the_suite_writes_the_rest
 def test_no_knobs_is_honoured_and_the_suite_writes_its_json(played, tmp_path, capsys):
     played("small_l2")  # few operand sets: its graphs replay quickly
     out = tmp_path / "suite.json"
-    small = ["--size", "32", "--min-seconds", "0", "--warmup-seconds", "0"]
+    small = ["--size", "32", "--min-seconds", "0", "--warmup-seconds", "0", "--copy-mib", "1"]
     gpu_suite.main(["--no-knobs", *small, "--out", str(out)])
     (suite,) = json.loads(out.read_text())
     assert suite["knobs"] == [] and len(suite["rows"]) == 5
