@@ -82,15 +82,53 @@ def test_an_older_nvidia_ml_py_whose_gpm_structure_is_smaller_is_named(played, s
     )
 
 
-def test_a_window_too_short_or_a_mig_slice_reads_no_gpm_and_says_why(played):
+def test_a_window_too_short_reads_no_gpm_and_says_why(played):
     summary, _ = window(played, seconds=0.0)
     assert summary.gpm_sm_busy_pct is None and summary.power_held_s is not None
     assert summary.counter_errors == f"GPM: not read over a window under {gpm.MIN_WINDOW_S:g} s"
-    summary, _ = window(played, "mig", seconds=0.0)
-    assert summary.gpm_sm_busy_pct is None and summary.power_held_s is None
+
+
+BOARDS = "power_held_s, thermal_held_s: not read on a MIG slice (its board's)"
+
+
+def test_a_hopper_mig_slice_reads_its_own_gpu_instances_gpm_and_not_its_boards_held_time(
+    played, short
+):
+    summary, _ = window(played, "mig_h100")
+    slice_gpm = [99.1, 97.4, 12.1, 73.9, 73.9, 29.5]  # played_cuda.H100_MIG's, not its board's
+    assert [getattr(summary, name) for name in GPM_FIELDS] == slice_gpm
+    assert summary.power_held_s is None and summary.thermal_held_s is None
+    assert summary.counter_errors == BOARDS
+    assert not sys.modules["pynvml"]._REAL.CDLL("libnvidia-ml.so.1").gpm_samples  # both freed
+
+
+def test_an_ampere_mig_slice_says_its_gpu_has_no_gpm(played, short):
+    summary, _ = window(played, "mig")
+    assert all(getattr(summary, name) is None for name in GPM_FIELDS)
+    assert summary.power_held_s is None
     assert summary.counter_errors == (
-        "not read on a MIG slice: its board's counters are every slice's"
+        f"{BOARDS}; GPM: this GPU has none (NVML GPM is Hopper's and newer)"
     )
+
+
+def test_the_played_driver_answers_a_slices_gpm_only_through_its_board(played):
+    played("mig_h100")
+    nvml = sys.modules["pynvml"]
+    nvml.nvmlInit()
+    slice_ = telemetry.open_gpu(gpu_info()[0]["uuid"])
+    board = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(slice_)
+    instance = nvml.nvmlDeviceGetGpuInstanceId(slice_)
+    with pytest.raises(nvml.NVMLError_InvalidArgument):  # a whole GPU is no GPU instance
+        nvml.nvmlDeviceGetGpuInstanceId(board)
+    sample = nvml.nvmlGpmSampleAlloc()
+    with pytest.raises(nvml.NVMLError_NotSupported):  # the slice's own handle
+        nvml.nvmlGpmMigSampleGet(slice_, instance, sample)
+    with pytest.raises(nvml.NVMLError_NotFound):  # an instance the board has no slice of
+        nvml.nvmlGpmMigSampleGet(board, instance + 1, sample)
+    with pytest.raises(nvml.NVMLError_NotSupported):  # the sliced board's own: not played
+        nvml.nvmlGpmSampleGet(board, sample)
+    nvml.nvmlGpmMigSampleGet(board, instance, sample)
+    nvml.nvmlGpmSampleFree(sample)
 
 
 def test_the_played_driver_refuses_samples_closer_than_gpm_refreshes(played):

@@ -30,9 +30,10 @@ MIN_WINDOW_S = 1.0
 
 @dataclass
 class Counters:
-    """GPM and the violation counters over one window of one GPU (not a MIG slice's: its
-    figures are its board's, whose other slices share them): `begin()` at its start, `end()` at
-    its end; then `values` (each field read) and `errors` (each refusal, by name)."""
+    """GPM and the violation counters over one window of one GPU or MIG slice: `begin()` at
+    its start, `end()` at its end; then `values` (each field read) and `errors` (each refusal,
+    by name). A slice's GPM is its own GPU instance's, asked through its board's handle
+    (nvmlGpmMigSampleGet); the clock's held times are the board's, every slice's: not read."""
 
     handle: Any
     values: dict[str, float] = field(default_factory=dict)
@@ -42,11 +43,25 @@ class Counters:
         import pynvml
 
         self._nvml, self._started = pynvml, time.perf_counter()
-        if is_mig(self.handle):  # a slice's own handle: NVML refuses the board's counters
-            self.errors.append("not read on a MIG slice: its board's counters are every slice's")
-            self._held, self._samples = {}, None
-            return
-        self._held = {name: self._violation(name) for name in HELD}
+        self._held, self._samples = {}, None
+        if is_mig(self.handle):
+            self.errors.append(f"{', '.join(HELD)}: not read on a MIG slice (its board's)")
+            try:
+                mig_sample_get = pynvml.nvmlGpmMigSampleGet
+                board = pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self.handle)
+                instance = pynvml.nvmlDeviceGetGpuInstanceId(self.handle)
+                self._gpm_device = board
+                self._sample = lambda sample: mig_sample_get(board, instance, sample)
+            except AttributeError:  # an nvidia-ml-py older than GPM
+                self.errors.append("GPM: this nvidia-ml-py or driver has no GPM calls")
+                return
+            except pynvml.NVMLError as err:
+                self.errors.append(f"GPM: {named(pynvml, err)}")
+                return
+        else:
+            self._held = {name: self._violation(name) for name in HELD}
+            self._gpm_device = self.handle
+            self._sample = lambda sample: pynvml.nvmlGpmSampleGet(self.handle, sample)
         self._samples = self._first_sample()
 
     def end(self) -> None:
@@ -61,7 +76,7 @@ class Counters:
             if window_s < MIN_WINDOW_S:
                 self.errors.append(f"GPM: not read over a window under {MIN_WINDOW_S:g} s")
                 return
-            self._nvml.nvmlGpmSampleGet(self.handle, self._samples[1])
+            self._sample(self._samples[1])
             self._metrics()
         except self._nvml.NVMLError as err:
             self.errors.append(f"GPM: {named(self._nvml, err)}")
@@ -82,7 +97,7 @@ class Counters:
         """Two sample buffers, the first read now; None where GPM is not read, saying why."""
         nvml = self._nvml
         try:
-            if not nvml.nvmlGpmQueryDeviceSupport(self.handle).isSupportedDevice:
+            if not nvml.nvmlGpmQueryDeviceSupport(self._gpm_device).isSupportedDevice:
                 self.errors.append("GPM: this GPU has none (NVML GPM is Hopper's and newer)")
                 return None
             samples = nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()
@@ -93,7 +108,7 @@ class Counters:
             self.errors.append(f"GPM: {named(nvml, err)}")
             return None
         try:
-            nvml.nvmlGpmSampleGet(self.handle, samples[0])
+            self._sample(samples[0])
         except nvml.NVMLError as err:
             self.errors.append(f"GPM: {named(nvml, err)}")
             for sample in samples:

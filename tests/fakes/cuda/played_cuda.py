@@ -102,6 +102,22 @@ A100_MIG = {
     "kernels": SM80_KERNELS,
 }
 
+# One MIG slice of an H100 SXM (3g.40gb: 60 of its 132 SMs): Hopper's GPM reads the slice's own
+# GPU instance through its board's handle (nvmlGpmMigSampleGet). Its metrics played, not measured.
+H100_MIG = {
+    "name": "NVIDIA H100 80GB HBM3 MIG 3g.40gb",
+    "capability": [9, 0],
+    "sm_count": 60,
+    "memory_bytes": 40 << 30,
+    "l2_bytes": 25 * MIB,
+    "uuid": "8f0e2d6a-0000-4000-8000-00000000000a",
+    "mig_parent": {
+        key: H100_SXM[key] for key in ("name", "uuid", "power_limit_w", "max_sm_mhz", "max_mem_mhz")
+    },
+    **{key: H100_SXM[key] for key in ("sm_mhz", "power_w", "temp_c", "reasons", "kernels")},
+    "gpm": {1: 99.1, 2: 97.4, 3: 12.1, 5: 73.9, 7: 73.9, 10: 29.5},
+}
+
 # A whole A100 SXM4 80GB (the MIG slice's board): Ampere has no GPM (NVIDIA/DCGM#144).
 A100_SXM = {
     "name": "NVIDIA A100-SXM4-80GB",
@@ -175,6 +191,8 @@ MACHINES = {
     "two_gpus": {"driver": "580.65.06", "gpus": [H100_SXM, H100_PCIE]},
     # One MIG slice of an A100: its own UUID; power and clocks are its parent's.
     "mig": {"driver": "580.65.06", "gpus": [A100_MIG]},
+    # One MIG slice of an H100: GPM answers for its GPU instance, asked through its board.
+    "mig_h100": {"driver": "580.65.06", "gpus": [H100_MIG]},
     # A whole A100: every NVML field but GPM answers.
     "a100": {"driver": "580.65.06", "gpus": [A100_SXM]},
     # An H100 with a 1 MiB L2: tiny test shapes rotate over a few operand sets, not 4096.

@@ -44,8 +44,11 @@ _MIG_ANSWERS = {
     "nvmlDeviceGetName",
     "nvmlDeviceIsMigDeviceHandle",
     "nvmlDeviceGetDeviceHandleFromMigDeviceHandle",
+    "nvmlDeviceGetGpuInstanceId",
     "nvmlDeviceGetComputeRunningProcesses_v3",
 }
+# The GPU instance a played slice is (its processes say the same): one slice per played GPU.
+_PLAYED_GPU_INSTANCE = 1
 # The CUDA version each played driver branch reports, where a machine does not say it (CUDA
 # toolkit release notes: 13.0 GA needs >= 580.65.06, 12.8 GA >= 570.26, 12.4 GA >= 550.54.14).
 # How often the played energy counter moves: the slowest of the 20-100 ms the real one takes.
@@ -304,6 +307,14 @@ def _parent(driver: _Driver, symbol: str, handle, device) -> None:
     _put_handle(device, driver.handle(physical, mig=False))
 
 
+@_plays("nvmlDeviceGetGpuInstanceId")
+def _gpu_instance(driver: _Driver, symbol: str, handle, answer) -> None:
+    """A MIG slice's GPU instance; a whole GPU's handle is none's (nvml.h: INVALID_ARGUMENT)."""
+    if not driver.device(handle, symbol)[1]:
+        raise _Refusal(driver.real.NVML_ERROR_INVALID_ARGUMENT)
+    _put(answer, _PLAYED_GPU_INSTANCE)
+
+
 @_plays("nvmlDeviceGetEnforcedPowerLimit")
 def _power_limit(driver: _Driver, symbol: str, handle, milliwatts) -> None:
     _put(milliwatts, int(driver.whole(handle, symbol)[0]["power_limit_w"] * 1000))
@@ -377,8 +388,8 @@ def _processes(driver: _Driver, symbol: str, handle, count, infos) -> None:
         if found:
             raise _Refusal(real.NVML_ERROR_INSUFFICIENT_SIZE)
         return
-    # Instance IDs: a slice's own (played as GPU instance 1, compute instance 0); else none.
-    gpu_instance, compute_instance = (1, 0) if mig else (0xFFFFFFFF, 0xFFFFFFFF)
+    # Instance IDs: a slice's own (its played GPU instance, compute instance 0); else none.
+    gpu_instance, compute_instance = (_PLAYED_GPU_INSTANCE, 0) if mig else (0xFFFFFFFF, 0xFFFFFFFF)
     for slot, (pid, memory) in zip(infos, found, strict=False):
         slot.pid, slot.usedGpuMemory = pid, memory
         slot.gpuInstanceId, slot.computeInstanceId = gpu_instance, compute_instance
@@ -430,9 +441,26 @@ def _gpm_free(driver: _Driver, symbol: str, sample) -> None:
 @_plays("nvmlGpmSampleGet")
 def _gpm_get(driver: _Driver, symbol: str, handle, sample) -> None:
     physical, _ = driver.device(handle, symbol)  # a MIG slice's handle: NOT_SUPPORTED
-    if "gpm" not in driver.machine()["gpus"][physical]:
+    g = driver.machine()["gpus"][physical]
+    # A sliced board's own figures are not played (its slices' are): refused, the strict side.
+    if "gpm" not in g or "mig_parent" in g:
         raise _Refusal(driver.real.NVML_ERROR_NOT_SUPPORTED)
-    _gpm_sample(driver, sample).update(gpu=physical, t=time.perf_counter())
+    _gpm_sample(driver, sample).update(gpu=physical, instance=None, t=time.perf_counter())
+
+
+@_plays("nvmlGpmMigSampleGet")
+def _gpm_mig_get(driver: _Driver, symbol: str, handle, gpu_instance, sample) -> None:
+    """A MIG slice's own sample: asked of its board's handle with its GPU instance (a slice's
+    own handle is refused, as every call not in _MIG_ANSWERS is); an instance the board has no
+    slice of is NOT_FOUND."""
+    physical, _ = driver.device(handle, symbol)
+    g = driver.machine()["gpus"][physical]
+    if "gpm" not in g:
+        raise _Refusal(driver.real.NVML_ERROR_NOT_SUPPORTED)
+    instance = getattr(gpu_instance, "value", gpu_instance)  # nvidia-ml-py passes a bare int
+    if "mig_parent" not in g or instance != _PLAYED_GPU_INSTANCE:
+        raise _Refusal(driver.real.NVML_ERROR_NOT_FOUND)
+    _gpm_sample(driver, sample).update(gpu=physical, instance=instance, t=time.perf_counter())
 
 
 @_plays("nvmlGpmMetricsGet")
@@ -450,7 +478,7 @@ def _gpm_metrics(driver: _Driver, symbol: str, asked) -> None:
     if (
         "t" not in first
         or "t" not in second
-        or first["gpu"] != second["gpu"]
+        or (first["gpu"], first.get("instance")) != (second["gpu"], second.get("instance"))
         or second["t"] - first["t"] < _GPM_REFRESH_S
         or got.numMetrics > real.NVML_GPM_METRIC_MAX
     ):
