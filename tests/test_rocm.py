@@ -409,6 +409,48 @@ def test_a_window_of_a_second_or_more_has_its_power_from_amdsmis_energy_counter(
     assert point.energy_j == pytest.approx(point.power_w * point.window_s, rel=0.05)
 
 
+def test_the_rows_clock_is_the_lowest_xcds_and_the_metrics_table_says_what_held_it(played):
+    """An MI300X's eight compute dies clock on their own, one slower here: the row's clock is
+    the slowest's (AMD's "lowest XCD's median clock"), and its power cap held the clock for
+    the whole window by the metrics table's residency counters, its heat for none of it."""
+    from roofline.device.hardware import gpu_info
+
+    played("mi300x", gpus=[mi300x(xcd_mhz=[1300] * 7 + [1250])])
+    (gpu,) = gpu_info()
+    point, _, _ = measured(gpu)
+    assert point.sm_clock_mhz == 1250 and point.counter_errors == ""
+    assert point.power_held_s == pytest.approx(point.window_s, abs=0.05)
+    assert point.thermal_held_s == 0.0
+
+
+def test_a_metrics_table_the_gpu_refuses_is_named_and_its_gfx_clock_is_read(played):
+    from roofline.device.hardware import gpu_info
+
+    played("mi300x", amdsmi_refused=("amdsmi_get_gpu_metrics_info",))  # as a VM guest may
+    (gpu,) = gpu_info()
+    point, _, _ = measured(gpu)
+    assert point.sm_clock_mhz == 1300  # amdsmi_get_clock_info's GFX clock
+    assert point.power_held_s is None and point.thermal_held_s is None  # never a zero
+    assert point.counter_errors.startswith(
+        "held times: amdsmi_get_gpu_metrics_info: AmdSmiLibraryException: "
+    )
+    assert "AMDSMI_STATUS_NOT_SUPPORTED" in point.counter_errors
+
+
+def test_the_played_metrics_table_reads_na_for_every_field_it_does_not_play(played):
+    played("mi300x")
+    import amdsmi
+
+    amdsmi.amdsmi_init(amdsmi.AmdSmiInitFlags.INIT_AMD_GPUS)
+    (handle,) = amdsmi.amdsmi_get_processor_handles()
+    table = amdsmi.amdsmi_get_gpu_metrics_info(handle)
+    assert table["current_gfxclks"] == [1300] * 8 and table["current_socket_power"] == 740
+    assert table["ppt_residency_acc"] == table["accumulation_counter"] > 0
+    assert table["socket_thm_residency_acc"] == table["hbm_thm_residency_acc"] == 0
+    assert table["temperature_vrgfx"] == table["current_uclk"] == "N/A"  # not played
+    assert table["xcp_stats.gfx_busy_inst"][0] == ["N/A"] * 8
+
+
 def nothing_renumbered(monkeypatch) -> None:
     """This process's environment, whatever the shell running the tests set."""
     from roofline.device.description import GPU_VISIBILITY

@@ -12,15 +12,19 @@ What amdsmi 7.0's Python API returns (amdsmi/amdsmi_interface.py): clocks in MHz
 (amdsmi_get_clock_info), socket power in W (amdsmi_get_power_info's current_socket_power, the
 MI300 series'; average_socket_power on earlier GPUs), the power cap in microwatts
 (amdsmi_get_power_cap_info), the energy counter as a count of `counter_resolution` microjoules
-(amdsmi_get_energy_count), temperatures in degrees C (amdsmi_get_temp_metric), and whether a
-throttle is active now (amdsmi_get_violation_status, amd-smi's PVIOL and TVIOL)."""
+(amdsmi_get_energy_count), temperatures in degrees C (amdsmi_get_temp_metric), whether a
+throttle is active now (amdsmi_get_violation_status, amd-smi's PVIOL and TVIOL), and the metrics
+table (amdsmi_get_gpu_metrics_info): each XCD's clock, and the periods each limit held the clock
+against its accumulation counter's ("N/A" where the GPU does not report one)."""
 
 from __future__ import annotations
 
 import contextlib
 import io
 import os
+import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +41,18 @@ VIOLATIONS = {
     "active_prochot_thrm": 0x40,  # hw_thermal_slowdown
     "active_vr_thrm": 0x40,
     "active_hbm_thrm": 0x40,
+}
+# The metrics table's residency counters (the periods a limit held the clock, against its
+# accumulation counter's), by the held time each gives: the power cap (amd-smi's PVIOL); heat,
+# the longest of the thermal limits' (they may overlap, so never their sum).
+RESIDENCIES = {
+    "power_held_s": ("ppt_residency_acc",),
+    "thermal_held_s": (
+        "socket_thm_residency_acc",
+        "prochot_residency_acc",
+        "vr_thm_residency_acc",
+        "hbm_thm_residency_acc",
+    ),
 }
 # The ROCm kernel driver's device node: a ROCm runtime (a container's too) needs it.
 KFD = Path("/dev/kfd")
@@ -124,6 +140,19 @@ def clock(handle: Any, which: str, key: str = "clk") -> float:
     return value
 
 
+def lowest_xcd_mhz(handle: Any) -> float:
+    """The compute clock as AMD reads an MI300X's: the lowest of its XCDs' current clocks (each
+    compute die runs its own; the sampler's median of these is AMD's "lowest XCD's median
+    clock"). A GPU whose metrics table has no per-XCD clock: its GFX clock."""
+    amdsmi = load()
+    try:
+        clocks = amdsmi.amdsmi_get_gpu_metrics_info(handle)["current_gfxclks"]
+    except amdsmi.AmdSmiException:  # a VM guest may refuse the table: Counters names it
+        clocks = "N/A"
+    known = [c for c in clocks if c != "N/A"] if isinstance(clocks, list) else []
+    return float(min(known)) if known else clock(handle, "GFX")
+
+
 def power_w(handle: Any) -> float:
     """Socket power now, in W: current_socket_power on the MI300 series, average_socket_power
     where only that is reported ("N/A": not reported)."""
@@ -156,7 +185,7 @@ def reasons(handle: Any) -> int:
 def fields() -> dict[str, Callable[[Any], float]]:
     """What one sample reads, field by field, under the NVML sampler's names."""
     return {
-        "sm_mhz": lambda h: clock(h, "GFX"),
+        "sm_mhz": lowest_xcd_mhz,
         "mem_mhz": lambda h: clock(h, "MEM"),
         "power_w": power_w,
         "temp_c": temperature_c,
@@ -185,3 +214,52 @@ def other_processes(handle: Any, own_pids: set[int] = frozenset()) -> list[str]:
         memory = f", {process['mem'] / 2**30:.1f} GiB" if process.get("mem") else ""
         found.append(f"pid {process['pid']} {process['name']}{memory}")
     return found
+
+
+@dataclass
+class Counters:
+    """The time an AMD GPU's clock was held over one window, from its metrics table read at the
+    window's two ends (the sampler calls `begin()` and `end()`, as NVML's gpm.Counters): each
+    limit's residency periods over the accumulation counter's, times the window. A counter the
+    GPU does not report, or a table it refuses, is named in `errors`, never a zero."""
+
+    handle: Any
+    values: dict[str, float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def begin(self) -> None:
+        self._started = time.perf_counter()
+        self._first = self._table()
+
+    def end(self) -> None:
+        window_s = time.perf_counter() - self._started
+        last = self._table() if self._first is not None else None
+        if last is None:
+            return
+        periods = advanced(self._first, last, "accumulation_counter")
+        if not periods:
+            self.errors.append("held times: the accumulation counter did not advance")
+            return
+        for name, counters in RESIDENCIES.items():
+            held = [h for h in (advanced(self._first, last, c) for c in counters) if h is not None]
+            if held:
+                self.values[name] = max(held) / periods * window_s
+            else:
+                self.errors.append(f"{name}: amdsmi reports no {' or '.join(counters)}")
+
+    def _table(self) -> dict[str, Any] | None:
+        amdsmi = load()
+        try:
+            return amdsmi.amdsmi_get_gpu_metrics_info(self.handle)
+        except amdsmi.AmdSmiException as err:
+            self.errors.append(f"held times: amdsmi_get_gpu_metrics_info: {telemetry.said(err)}")
+            return None
+
+
+def advanced(first: dict[str, Any], last: dict[str, Any], counter: str) -> int | None:
+    """How far a counter of the metrics table moved between two readings; None where the GPU
+    does not report it ("N/A")."""
+    before, after = first.get(counter, "N/A"), last.get(counter, "N/A")
+    if before == "N/A" or after == "N/A":
+        return None
+    return after - before

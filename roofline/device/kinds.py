@@ -277,6 +277,7 @@ class Rocm(Cuda):
             energy=amd_telemetry.energy_j,
             processes=amd_telemetry.other_processes,
             own_pids=own,
+            counters=amd_telemetry.Counters,
         )
 
 

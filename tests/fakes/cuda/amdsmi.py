@@ -14,7 +14,8 @@ library writes through the pointers amdsmi_interface gives it:
 
 GPU keys read (played_cuda.MACHINES, an AMD GPU's): name, market_name, gfx (the architecture's
 number, e.g. 0x942), cu_count, uuid, driver, power_cap_w, max_gfx_mhz, max_mem_mhz, gfx_mhz,
-mem_mhz, power_w, temp_c, violations (amdsmi_violation_status_t flags set), plus the machine's
+mem_mhz, power_w, temp_c, violations (amdsmi_violation_status_t flags set), xcds (its compute
+dies, each clocked on its own; xcd_mhz, each one's clock where they differ), plus the machine's
 others (processes) and amdsmi_refused. Optional: amdsmi_uuid (amdsmi's UUID where it is not
 torch's), a clock of None (not reported: the C library writes UINT32_MAX, which amdsmi's Python
 shows as "N/A"), and power_field "average_socket_power" (a GPU before the MI300 series, which
@@ -233,6 +234,39 @@ def _violations(lib: _Library, handle, status) -> None:
             kind, "_length_"
         ):
             setattr(struct, name, 0xFFFFFFFFFFFFFFFF)
+
+
+# The firmware's accumulation period, played: its metrics table's accumulation counter advances
+# once a period, and each residency counter once a period its limit held.
+_ACCUMULATION_S = 0.001
+# Each residency counter of the metrics table, by the violation flag whose time it counts.
+_RESIDENCIES = {
+    "ppt_residency_acc": "active_ppt_pwr",
+    "socket_thm_residency_acc": "active_socket_thrm",
+    "prochot_residency_acc": "active_prochot_thrm",
+    "vr_thm_residency_acc": "active_vr_thrm",
+    "hbm_thm_residency_acc": "active_hbm_thrm",
+}
+
+
+@_plays("amdsmi_get_gpu_metrics_info")
+def _metrics(lib: _Library, handle, metrics) -> None:
+    """The GPU's metrics table. Every field it does not play reads all ones, which amdsmi's
+    Python shows as "N/A", as for a field the firmware does not report; played: each XCD's
+    current GFX clock (past its XCDs, "N/A"), the socket power, and the accumulation counter
+    beside each limit's residency (every period since the driver loaded while its flag is set,
+    none otherwise)."""
+    g = lib.gpu(handle)
+    table = metrics._obj
+    ctypes.memset(ctypes.addressof(table), 0xFF, ctypes.sizeof(table))
+    for xcd, mhz in enumerate(g.get("xcd_mhz") or [g["gfx_mhz"]] * g["xcds"]):
+        if mhz is not None:
+            table.current_gfxclks[xcd] = mhz
+    table.current_socket_power = int(g["power_w"])
+    periods = int((time.perf_counter() - lib.loaded) / _ACCUMULATION_S)
+    table.accumulation_counter = periods
+    for counter, flag in _RESIDENCIES.items():
+        setattr(table, counter, periods if flag in g.get("violations", ()) else 0)
 
 
 @_plays("amdsmi_get_gpu_process_list")

@@ -159,6 +159,7 @@ MI300X = {
     "power_w": 740.0,
     "temp_c": 70,
     "sm_mhz": 1300,  # torch.cuda._sleep's clock
+    "xcds": 8,  # its compute dies, each with its own clock (amdsmi's current_gfxclks)
     "violations": ("active_ppt_pwr",),  # at its power cap (PVIOL)
     "kernels": {},
 }
