@@ -150,7 +150,7 @@ def lowest_xcd_mhz(handle: Any) -> float:
     except amdsmi.AmdSmiException:  # a VM guest may refuse the table: Counters names it
         clocks = "N/A"
     known = [c for c in clocks if c != "N/A"] if isinstance(clocks, list) else []
-    return float(min(known)) if known else clock(handle, "GFX")
+    return min(known) if known else clock(handle, "GFX")  # MHz, an int as amdsmi gives it
 
 
 def power_w(handle: Any) -> float:
