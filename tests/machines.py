@@ -189,10 +189,10 @@ def make_project(
     # these: a `dvc pull` here, under .ci/run's coverage tracer, took longer than its process.)
     from dvc.repo import Repo
 
-    with Repo.init(str(project)) as repo, repo.config.edit() as conf:
-        conf["hydra"]["enabled"] = True
-        conf["remote"]["store"] = {"url": remote or str(where / "remote"), **remote_options}
-        conf["core"]["remote"] = "store"
+    with Repo.init(str(project)) as repo, repo.config.edit() as settings:
+        settings["hydra"]["enabled"] = True
+        settings["remote"]["store"] = {"url": remote or str(where / "remote"), **remote_options}
+        settings["core"]["remote"] = "store"
     shutil.copytree(ROOT / ".dvc/plots", project / ".dvc/plots")  # the roofline's template
     git(project, "add", "-A")
     git(project, "commit", "-qm", "pipeline")

@@ -102,6 +102,14 @@ def test_a_hopper_mig_slice_reads_its_own_gpu_instances_gpm_and_not_its_boards_h
     assert not sys.modules["pynvml"]._REAL.CDLL("libnvidia-ml.so.1").gpm_samples  # both freed
 
 
+def test_a_mig_slice_under_an_nvidia_ml_py_without_its_gpm_call_says_so(played, short, monkeypatch):
+    played("mig_h100")
+    monkeypatch.delattr(sys.modules["pynvml"], "nvmlGpmMigSampleGet")
+    summary, _ = window(played, "mig_h100")
+    assert all(getattr(summary, name) is None for name in GPM_FIELDS)
+    assert summary.counter_errors == f"{BOARDS}; GPM: this nvidia-ml-py or driver has no GPM calls"
+
+
 def test_an_ampere_mig_slice_says_its_gpu_has_no_gpm(played, short):
     summary, _ = window(played, "mig")
     assert all(getattr(summary, name) is None for name in GPM_FIELDS)

@@ -148,8 +148,8 @@ def lowest_xcd_mhz(handle: Any) -> float:
     try:
         clocks = amdsmi.amdsmi_get_gpu_metrics_info(handle)["current_gfxclks"]
     except amdsmi.AmdSmiException:  # a VM guest may refuse the table: Counters names it
-        clocks = "N/A"
-    known = [c for c in clocks if c != "N/A"] if isinstance(clocks, list) else []
+        clocks = []
+    known = [c for c in clocks if c != "N/A"]
     return min(known) if known else clock(handle, "GFX")  # MHz, an int as amdsmi gives it
 
 

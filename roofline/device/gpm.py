@@ -43,26 +43,11 @@ class Counters:
         import pynvml
 
         self._nvml, self._started = pynvml, time.perf_counter()
-        self._held, self._samples = {}, None
-        if is_mig(self.handle):
+        mig = is_mig(self.handle)
+        if mig:
             self.errors.append(f"{', '.join(HELD)}: not read on a MIG slice (its board's)")
-            try:
-                mig_sample_get = pynvml.nvmlGpmMigSampleGet
-                board = pynvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self.handle)
-                instance = pynvml.nvmlDeviceGetGpuInstanceId(self.handle)
-                self._gpm_device = board
-                self._sample = lambda sample: mig_sample_get(board, instance, sample)
-            except AttributeError:  # an nvidia-ml-py older than GPM
-                self.errors.append("GPM: this nvidia-ml-py or driver has no GPM calls")
-                return
-            except pynvml.NVMLError as err:
-                self.errors.append(f"GPM: {named(pynvml, err)}")
-                return
-        else:
-            self._held = {name: self._violation(name) for name in HELD}
-            self._gpm_device = self.handle
-            self._sample = lambda sample: pynvml.nvmlGpmSampleGet(self.handle, sample)
-        self._samples = self._first_sample()
+        self._held = {} if mig else {name: self._violation(name) for name in HELD}
+        self._samples = self._first_sample(mig)
 
     def end(self) -> None:
         window_s = time.perf_counter() - self._started
@@ -93,11 +78,24 @@ class Counters:
             return None
         return int(held.violationTime)
 
-    def _first_sample(self) -> tuple[Any, Any] | None:
+    def _gpm_reader(self, mig: bool) -> tuple[Any, Any]:
+        """The handle GPM is asked of, and how one sample is read: a MIG slice's own GPU
+        instance through its board's handle (nvmlGpmMigSampleGet), else the GPU's own."""
+        nvml = self._nvml
+        if not mig:
+            sample_get = nvml.nvmlGpmSampleGet
+            return self.handle, lambda sample: sample_get(self.handle, sample)
+        mig_sample_get = nvml.nvmlGpmMigSampleGet
+        board = nvml.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(self.handle)
+        instance = nvml.nvmlDeviceGetGpuInstanceId(self.handle)
+        return board, lambda sample: mig_sample_get(board, instance, sample)
+
+    def _first_sample(self, mig: bool) -> tuple[Any, Any] | None:
         """Two sample buffers, the first read now; None where GPM is not read, saying why."""
         nvml = self._nvml
         try:
-            if not nvml.nvmlGpmQueryDeviceSupport(self._gpm_device).isSupportedDevice:
+            device, self._sample = self._gpm_reader(mig)
+            if not nvml.nvmlGpmQueryDeviceSupport(device).isSupportedDevice:
                 self.errors.append("GPM: this GPU has none (NVML GPM is Hopper's and newer)")
                 return None
             samples = nvml.nvmlGpmSampleAlloc(), nvml.nvmlGpmSampleAlloc()
