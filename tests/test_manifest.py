@@ -88,6 +88,7 @@ def test_the_manifest_holds_every_field_aggregate_writes_and_writes_them_back(wr
     assert json.loads(json.dumps(to_json(read))) == written  # nothing dropped, nothing added
     cpu, h100, mps = read.devices.values()
     assert cpu.measured.fma.gflops > 0 and cpu.measured.details.cache_bytes > 0
+    assert cpu.measured.counters.readable is False and "ENOENT" in cpu.measured.counters.reason
     assert cpu.knobs.name == "lab" and h100.knobs is None
     assert h100.measured.sweep.name == "full" and h100.measured.memory_copy.gbps == 2910.0
     assert h100.measured.measured_by_older["sweep"].git_revision == "s" * 40
@@ -279,6 +280,31 @@ def test_a_loss_past_what_the_breakdown_measures_is_no_cause_and_says_what_to_me
         breakdown.Step(breakdown.StepId.ACHIEVED, 690.0, "what remains"),
     ]
     assert report.cause_sentence("h100", entry(), None, head, None)[1] is False
+
+
+def test_a_cpu_whose_counters_are_unreadable_says_no_counter_here_splits_its_kernel(monkeypatch):
+    # Every step measured, the kernel itself the largest loss: the counters that would split it,
+    # and the run's own refusal by name where it could not read them.
+    steps = [
+        breakdown.Step(breakdown.StepId.PEAK, 0.46, "computed"),
+        breakdown.Step(breakdown.StepId.FMA, 0.41, "measured"),
+        breakdown.Step(breakdown.StepId.THREADS, 0.40, "threads knob"),
+        breakdown.Step(breakdown.StepId.MICRO_KERNEL, 0.38, "in L2"),
+        breakdown.Step(breakdown.StepId.PACKING, 0.36, "at the knobs' shape"),
+        breakdown.Step(breakdown.StepId.ACHIEVED, 0.20, "what remains"),
+    ]
+    monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
+    head = type("Head", (), {"noisy": "", "peak_tflops": 0.46})()
+    refused = "perf_event_open refused: ENOENT, no PMU (perf_event_paranoid 2)"
+    for counters, ends in (
+        ({"readable": False, "reason": refused}, f"; on this machine no counter can: {refused}."),
+        ({"readable": True, "reason": "counted"}, f"{gaps.BEYOND['cpu']}."),
+        (None, f"{gaps.BEYOND['cpu']}."),  # a record from before counters were asked
+    ):
+        cpu = entry(kind="cpu", counters=counters)
+        said, attributed = report.cause_sentence("cpu", cpu, None, head, None)
+        assert not attributed and said.endswith(ends), said
+        assert said.count("no counter can") == (counters is not None and not counters["readable"])
 
 
 # A real cuBLAS name (cited in tests/fakes/cuda/played_cuda.py): Hopper float16, 128x128 tiles.

@@ -277,6 +277,7 @@ def measured_run(
         clock=recorded("clock", record.get("clock"), "clock"),
         fma=recorded("fma", record.get("fma"), "fma"),
         caches=recorded("caches", caches and past_the_cache(caches), "caches"),
+        counters=recorded("counters", record.get("counters"), "counters"),
         libraries=recorded("libraries", record.get("libraries"), "libraries"),
         sweep=sweep,
         measured_by_older=older or None,

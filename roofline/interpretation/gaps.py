@@ -230,9 +230,19 @@ def gap_cause(
         if unmeasured
         else BEYOND_RAN
         if entry.kind == "cuda" and ran_tile(head)
-        else BEYOND.get(entry.kind, "the kernel that ran")
+        else beyond(entry)
     )
     return Cause(below, above, share, False, nxt)
+
+
+def beyond(entry: DeviceEntry) -> str:
+    """What the breakdown would measure next, where every step has a number; on a CPU whose
+    run found its performance counters unreadable, that no counter here can."""
+    said = BEYOND.get(entry.kind, "the kernel that ran")
+    counters = run_of(entry).counters
+    if counters is None or counters.readable:
+        return said
+    return f"{said}; on this machine no counter can: {counters.reason}"
 
 
 def forced(entry: DeviceEntry) -> list[str]:

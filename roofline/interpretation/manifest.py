@@ -78,6 +78,15 @@ class Fma(Recorded):
 
 
 @dataclass(frozen=True)
+class Counters(Recorded):
+    """Whether a CPU's run could read its own performance counters
+    (roofline.device.perf_counters)."""
+
+    readable: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class CacheCeiling(Recorded):
     """A CPU's read bandwidth from one cache level (or DRAM) on every core at once, each core
     over a working set of its own (roofline.device.cache_ceilings.measure_cache_bandwidth)."""
@@ -208,6 +217,7 @@ class MeasuredRun:
     )  # a CPU's clock, as measured or read
     fma: Fma | None = field(default=None, metadata=WHEN_SET)
     caches: list[CacheCeiling] | None = field(default=None, metadata=WHEN_SET)  # a CPU's
+    counters: Counters | None = field(default=None, metadata=WHEN_SET)  # a CPU's
     libraries: dict[str, Library] | None = field(
         default=None, metadata=WHEN_SET
     )  # what each backend ran, by backend

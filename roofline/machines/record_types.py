@@ -9,6 +9,7 @@ from roofline.device.backends import Library
 from roofline.device.cache_ceilings import CacheBandwidth
 from roofline.device.description import Found, Identity
 from roofline.device.peakflops import CpuClock, FmaCeiling
+from roofline.device.perf_counters import PerfCounters
 
 
 class StageKey(TypedDict):
@@ -59,6 +60,7 @@ class Record(TypedDict):
     clock: NotRequired[CpuClock]  # ...a CPU's
     fma: NotRequired[FmaCeiling]  # ...a CPU's
     caches: NotRequired[list[CacheBandwidth]]  # ...a CPU's read bandwidth per cache level
+    counters: NotRequired[PerfCounters]  # ...whether a CPU's own counters were readable
     libraries: NotRequired[dict[str, Library]]  # ...each backend's, by its name
     sweep: NotRequired[str]  # sweep.json: the sweep's name
     knobs: NotRequired[str]  # knobs.json: the knobs' name

@@ -39,6 +39,7 @@ from roofline.device.cache_ceilings import (
 from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.hardware import BOOT_CACHE, live_hardware
 from roofline.device.peakflops import FmaCeiling, cpu_clock, measure_fma
+from roofline.device.perf_counters import perf_counters
 from roofline.device.stream import STREAM_WINDOW_S, measure_stream
 from roofline.machines.identity import identity
 from roofline.machines.record_types import Fingerprint, Record, RunInfo
@@ -203,6 +204,9 @@ def measure_device(
         with timing(spent, "copy"):
             record["memory"] = cpu_memory_ceiling(target, bench, cores, sizes, measured_ghz)
         log(f"{name} copy: {describe_copy(record['memory'])}")
+        # What would split the kernel's remaining loss (FP instructions per cycle), if readable.
+        record["counters"] = perf_counters()
+        log(f"{name} performance counters: {record['counters']['reason']}")
     record["libraries"] = libraries(list(dev.backends))
     record["run"]["spent"] = spent
     return record
