@@ -267,6 +267,38 @@ def test_a_cpus_kernel_on_one_core_splits_into_its_micro_kernel_and_packing_wher
     )
 
 
+def test_a_step_below_what_the_kernel_itself_reached_bounds_nothing_and_says_so():
+    # This repo's EPYC VM: the knobs' one thread (torch, 2048^3 and 192^3 in L2) ran slower per
+    # core than the lab's kernel (numpy, 8192^3, every core) did, so the chain's micro-kernel
+    # step fell below the achieved figure: measured apart from the kernel, it bounds nothing.
+    head = SimpleNamespace(
+        m=8192, n=8192, k=8192, dtype="float32", peak_tflops=0.2341, peak_source="computed",
+        sm_clock_mhz=float("nan"), sm_clock_max_mhz=float("nan"), achieved_tflops=0.2055,
+    )  # fmt: skip
+    itself = Ceiling(0.2055, (8192, 8192, 8192), "lab", "numpy")
+    fma = Fma(234.1, "AVX-512 (512-bit)")
+    threading = Threading(1.868, 2, (2048, 2048, 2048), 0.0956)
+    micro = MicroKernel((2048, 2048, 2048), 0.0929, (192, 192, 192), 0.0839, 2)
+    steps = breakdown(head, itself, "cpu", None, fma, threading=threading, micro=micro)
+    by_id = {s.id: s for s in steps}
+    assert by_id[StepId.THREADS].tflops == pytest.approx(0.2341 * 1.868 / 2)  # 0.2187: a bound
+    micro_step, packing = by_id[StepId.MICRO_KERNEL], by_id[StepId.PACKING]
+    assert micro_step.tflops is None and micro_step.refuted and packing.refuted
+    assert micro_step.note.startswith("one thread reached 0.0929 TFLOP/s at 2048x2048x2048")
+    assert micro_step.note.endswith(
+        "; bounds nothing: 0.1735 TFLOP/s, below the 0.2055 the kernel itself reached (measured "
+        "apart from it: another shape or library)"
+    )
+    assert packing.tflops is None and "the same two sides as the micro-kernel" in packing.note
+    # What remains is a share of the last step that bounds it, never above 100%.
+    assert "achieved is 94.0% of the step above (threading across the cores)" in steps[-1].note
+    # A step at or above the achieved figure stands.
+    slower = SimpleNamespace(**vars(head) | {"achieved_tflops": 0.17})
+    kept = breakdown(slower, itself, "cpu", None, fma, threading=threading, micro=micro)
+    assert not any(s.refuted for s in kept)
+    assert {s.id: s for s in kept}[StepId.MICRO_KERNEL].tflops == pytest.approx(0.1735, abs=1e-4)
+
+
 def test_a_gpus_own_counters_split_the_kernel_below_its_clock_in_place_of_the_models():
     gpm = {
         "gpm_graphics_busy_pct": 99.0,
@@ -338,7 +370,7 @@ def test_the_clock_step_never_rises_above_the_dense_peak_and_float32_scales_from
     assert clock.tflops == pytest.approx(989.4)
     assert "above it, so the dense peak stays the ceiling" in clock.note
     # float32 (CUDA cores): 66.9 TFLOP/s = 132 SMs x 256 FLOP x 1980 MHz, NVML's maximum.
-    fp32 = h100_head(dtype="float32", peak_tflops=66.9, sm_clock_mhz=1782.0)
+    fp32 = h100_head(dtype="float32", peak_tflops=66.9, sm_clock_mhz=1782.0, achieved_tflops=50.0)
     clock = breakdown(fp32, itself, "cuda", 132, peak_clock_mhz=1830)[1]
     assert clock.tflops == pytest.approx(66.9 * 0.9)
     assert "against the 1980 MHz the datasheet peak assumes (90.0%)" in clock.note

@@ -282,9 +282,9 @@ def test_a_loss_past_what_the_breakdown_measures_is_no_cause_and_says_what_to_me
     assert report.cause_sentence("h100", entry(), None, head, None)[1] is False
 
 
-def test_a_cpu_whose_counters_are_unreadable_says_no_counter_here_splits_its_kernel(monkeypatch):
-    # Every step measured, the kernel itself the largest loss: the counters that would split it,
-    # and the run's own refusal by name where it could not read them.
+def test_a_cpu_whose_counters_are_unreadable_says_so_where_its_kernel_is_the_loss(monkeypatch):
+    # Every step measured, the kernel itself the largest loss: what would split it, and the
+    # run's own refusal by name where it could not read the counters that would.
     steps = [
         breakdown.Step(breakdown.StepId.PEAK, 0.46, "computed"),
         breakdown.Step(breakdown.StepId.FMA, 0.41, "measured"),
@@ -296,15 +296,31 @@ def test_a_cpu_whose_counters_are_unreadable_says_no_counter_here_splits_its_ker
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 0.46})()
     refused = "perf_event_open refused: ENOENT, no PMU (perf_event_paranoid 2)"
-    for counters, ends in (
-        ({"readable": False, "reason": refused}, f"; on this machine no counter can: {refused}."),
-        ({"readable": True, "reason": "counted"}, f"{gaps.BEYOND['cpu']}."),
-        (None, f"{gaps.BEYOND['cpu']}."),  # a record from before counters were asked
+    unread = f"no measured cause yet; its own counters were not read ({refused}); measure next"
+    for counters, said_unread in (
+        ({"readable": False, "reason": refused}, True),
+        ({"readable": True, "reason": "counted"}, False),
+        (None, False),  # a record from before counters were asked
     ):
-        cpu = entry(kind="cpu", counters=counters)
-        said, attributed = report.cause_sentence("cpu", cpu, None, head, None)
-        assert not attributed and said.endswith(ends), said
-        assert said.count("no counter can") == (counters is not None and not counters["readable"])
+        said, attributed = report.cause_sentence(
+            "cpu", entry(kind="cpu", counters=counters), None, head, None
+        )
+        assert not attributed and said.endswith(f"measure next: {gaps.BEYOND['cpu']}."), said
+        assert (unread in said) is said_unread and said.count(
+            "counters were not read"
+        ) == said_unread
+    # A step measured apart from the kernel, below what the kernel reached, is no cause and is
+    # not named as what to measure next: it was measured.
+    steps[3:5] = [
+        breakdown.Step(breakdown.StepId.MICRO_KERNEL, None, "in L2; bounds nothing", refuted=True),
+        breakdown.Step(
+            breakdown.StepId.CEILING, None, "not measured (`uv run dvc exp run -S sweep=full`)"
+        ),
+    ]
+    said, attributed = report.cause_sentence("cpu", entry(kind="cpu"), None, head, None)
+    assert not attributed and said.endswith(
+        "measure next: measured compute ceiling (`uv run dvc exp run -S sweep=full`)."
+    )
 
 
 # A real cuBLAS name (cited in tests/fakes/cuda/played_cuda.py): Hopper float16, 128x128 tiles.
@@ -382,8 +398,10 @@ def test_a_cpus_threading_step_scales_by_the_knobs_measured_efficiency():
     assert steps[2].tflops == pytest.approx(0.49 * 0.8)
     assert "measured 1.6x at 2048x2048x2048: 80.0% of perfect scaling" in steps[2].note
     assert gaps.largest_loss(steps)[0].id is breakdown.StepId.THREADS  # 80% against 97%
-    # With one thread's rate, the kernel on one core against one core's FMA ceiling (0.245).
+    # With one thread's rate, the kernel on one core against one core's FMA ceiling (0.245)
+    # (a kernel that reached no more than that step: one above it would refute it).
     threading = breakdown.Threading(1.6, 2, (2048, 2048, 2048), one_thread_tflops=0.196)
+    head.achieved_tflops = 0.30
     steps = breakdown.breakdown(head, ceiling, "cpu", None, fma, None, threading)
     assert steps[3].id is breakdown.StepId.ONE_CORE
     assert steps[3].tflops == pytest.approx(0.49 * 0.8 * 0.8)

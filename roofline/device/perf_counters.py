@@ -29,13 +29,12 @@ PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE = 0x2400, 0x2401
 
 # What each refusal means here, by errno name (perf_event_open(2)).
 REFUSALS = {
-    "ENOENT": "the kernel has no hardware counter for this CPU (a VM whose hypervisor gives "
-    "it no PMU)",
-    "ENODEV": "the kernel has no hardware counter for this CPU",
-    "EOPNOTSUPP": "the CPU's counters cannot count this event",
-    "EACCES": "perf_event_paranoid forbids an unprivileged process",
-    "EPERM": "perf_event_paranoid forbids an unprivileged process",
-    "ENOSYS": "this kernel has no perf_event_open",
+    "ENOENT": "no PMU for this CPU, as in a VM without a virtual one",
+    "ENODEV": "no PMU for this CPU",
+    "EOPNOTSUPP": "the PMU cannot count cycles",
+    "EACCES": "not allowed to an unprivileged process",
+    "EPERM": "not allowed to an unprivileged process",
+    "ENOSYS": "no perf_event_open in this kernel",
 }
 
 
@@ -51,13 +50,13 @@ def refusal(code: int, paranoid: int | None) -> str:
     """A refused perf_event_open, by name and meaning."""
     name = errno.errorcode.get(code, str(code))
     said = REFUSALS.get(name, os.strerror(code))
-    at = f" (perf_event_paranoid {paranoid})" if paranoid is not None else ""
-    return f"perf_event_open refused: {name}, {said}{at}"
+    at = f"; perf_event_paranoid {paranoid}" if paranoid is not None else ""
+    return f"perf_event_open refused: {name} ({said}{at})"
 
 
 def _paranoid() -> int | None:
     try:
-        return int(PARANOID.read_text().strip())
+        return int(PARANOID.read_text(encoding="utf-8").strip())
     except (OSError, ValueError):
         return None
 

@@ -66,12 +66,13 @@ STEP_LABELS = {
 
 @dataclass(frozen=True)
 class Step:
-    """One step of the breakdown: its TFLOP/s (None: not measured, which `note` says) and how
-    it was found."""
+    """One step of the breakdown: its TFLOP/s (None: not measured, or `refuted`, which `note`
+    says) and how it was found."""
 
     id: StepId
     tflops: float | None
     note: str
+    refuted: bool = False  # measured, but below the achieved figure: no bound on it
 
     @property
     def label(self) -> str:
@@ -357,6 +358,20 @@ def counter_steps(head: Any, steps: list[Step]) -> list[Step]:
     return out
 
 
+def bound_of(head: Any, found: Step) -> Step:
+    """A step as a bound on the achieved figure: one below it bounds nothing (it was measured
+    apart from the headline kernel, at another shape or through another library, and the kernel
+    itself ran faster), so it keeps its note, says so, and carries no number."""
+    achieved = number_of(getattr(head, "achieved_tflops", None))
+    if found.tflops is None or achieved is None or found.tflops >= achieved:
+        return found
+    said = (
+        f"{found.note}; bounds nothing: {found.tflops:.4g} TFLOP/s, below the {achieved:.4g} "
+        "the kernel itself reached (measured apart from it: another shape or library)"
+    )
+    return Step(found.id, None, said, refuted=True)
+
+
 def breakdown(
     head: Any,
     ceiling: Ceiling,
@@ -373,20 +388,28 @@ def breakdown(
     `threading` its measured threading, `micro` its micro-kernel apart from packing and memory;
     `peak_clock_mhz` the SM clock a GPU's datasheet peak assumes."""
     steps = [step(StepId.PEAK, head.peak_tflops, head.peak_source)]
-    steps.append(clock_step(head, kind, fma, steps, peak_clock_mhz))
+
+    def add(*found: Step) -> None:
+        steps.extend(bound_of(head, s) for s in found)
+
+    add(clock_step(head, kind, fma, steps, peak_clock_mhz))
     if kind == "cpu":
-        steps.append(threads_step(threading, steps))
+        add(threads_step(threading, steps))
         if micro is None:
-            steps.append(one_core_step(threading, fma, steps))
+            add(one_core_step(threading, fma, steps))
         else:
-            steps.append(micro_kernel_step(micro, fma, steps))
-            steps.append(packing_step(micro, steps))
+            add(micro_kernel_step(micro, fma, steps))
+            if steps[-1].refuted:  # the same two sides measure packing: no bound either
+                why = "measured by the same two sides as the micro-kernel, which bound nothing"
+                steps.append(Step(StepId.PACKING, None, why, refuted=True))
+            else:
+                add(packing_step(micro, steps))
     if kind != "cpu" and counted(head):  # measured in the window: no model, no other shape
-        steps += counter_steps(head, steps)
+        add(*counter_steps(head, steps))
     else:
-        steps.append(ceiling_step(head, ceiling, steps))
+        add(ceiling_step(head, ceiling, steps))
         if kind != "cpu":  # a GPU's tiles and waves; a CPU's blocking is not modelled
-            steps.append(quantisation_step(head, ceiling, kind, sm_count, steps))
+            add(quantisation_step(head, ceiling, kind, sm_count, steps))
     what_remains = f"what remains: achieved is {share(head.achieved_tflops, steps)}"
     if above(steps) is not None and above(steps).id is StepId.TENSOR_ACTIVE:
         what_remains = (

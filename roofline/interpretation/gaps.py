@@ -24,6 +24,7 @@ from roofline.interpretation.ceilings import (
     measured_ceilings,
     per_call_overheads,
     ran_tile,
+    text_of,
     why,
 )
 from roofline.interpretation.manifest import (
@@ -221,7 +222,9 @@ def gap_cause(
     share = below.tflops / above.tflops
     if below.id in measured_causes(head, above):
         return Cause(below, above, share, True, "")
-    unmeasured = [s for s in steps if s.tflops is None and s.id is not StepId.PEAK]
+    unmeasured = [
+        s for s in steps if s.tflops is None and s.id is not StepId.PEAK and not s.refuted
+    ]
     command = re.search(r"`[^`]+`", unmeasured[0].note) if unmeasured else None
     nxt = (
         SPLIT_BY[below.id]
@@ -230,19 +233,20 @@ def gap_cause(
         if unmeasured
         else BEYOND_RAN
         if entry.kind == "cuda" and ran_tile(head)
-        else beyond(entry)
+        else BEYOND.get(entry.kind, "the kernel that ran")
     )
     return Cause(below, above, share, False, nxt)
 
 
-def beyond(entry: DeviceEntry) -> str:
-    """What the breakdown would measure next, where every step has a number; on a CPU whose
-    run found its performance counters unreadable, that no counter here can."""
-    said = BEYOND.get(entry.kind, "the kernel that ran")
+def unread_counters(head: Any, entry: DeviceEntry) -> str:
+    """Why the device's own counters, which would split the kernel's remaining loss, were not
+    read: a GPU's refusals over its window, or a CPU run's perf_event_open refusal; "" where
+    they were read, or never asked."""
+    said = text_of(getattr(head, "counter_errors", ""))
     counters = run_of(entry).counters
-    if counters is None or counters.readable:
-        return said
-    return f"{said}; on this machine no counter can: {counters.reason}"
+    if not said and counters is not None and not counters.readable:
+        said = counters.reason
+    return said
 
 
 def forced(entry: DeviceEntry) -> list[str]:

@@ -10,9 +10,9 @@ import pandas as pd
 from roofline.configuration.params import RENTED_KINDS
 from roofline.core.dtypes import LAB_DTYPE
 from roofline.interpretation.breakdown import StepId
-from roofline.interpretation.ceilings import lab_headline, text_of
+from roofline.interpretation.ceilings import lab_headline
 from roofline.interpretation.figures import ratio
-from roofline.interpretation.gaps import above_peak, gap_cause, noisy, same_point
+from roofline.interpretation.gaps import above_peak, gap_cause, noisy, same_point, unread_counters
 from roofline.interpretation.interpret import (
     PUBLISHED_CAUSES,
     best_shape_figures,
@@ -218,7 +218,7 @@ def cause_sentence(
             f"Its largest loss is {LOSS[step.id]} ({step.note}): {cause.share:.0%} of the step "
             "above"
         )
-    unread = text_of(getattr(head, "counter_errors", ""))  # a GPU whose counters said nothing
+    unread = unread_counters(head, entry)
     counters = f"; its own counters were not read ({unread})" if unread else ""
     return f"{said}; no measured cause yet{counters}; measure next: {cause.measure_next}.", False
 
