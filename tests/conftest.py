@@ -98,6 +98,7 @@ def config(devices: dict, **bench):
     return OmegaConf.merge(OmegaConf.structured(LabConfig), {"bench": bench, "devices": devices})
 
 
+@pytest.hookimpl(optionalhook=True)  # pytest-xdist's hook: `-p no:xdist` has none
 def pytest_xdist_auto_num_workers(config):
     """`-n auto`: one worker more than the CPUs this process may use. The end-to-end tests wait
     on their DVC and stage processes, and on played GPUs' device time, and another worker's test
