@@ -296,7 +296,7 @@ def test_a_cpu_whose_counters_are_unreadable_says_so_where_its_kernel_is_the_los
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 0.46})()
     refused = "perf_event_open refused: ENOENT, no PMU (perf_event_paranoid 2)"
-    unread = f"no measured cause yet; its own counters were not read ({refused}); measure next"
+    unread = f"its own counters (its FP instructions per cycle) were not read ({refused}); measure"
     for counters, said_unread in (
         ({"readable": False, "reason": refused}, True),
         ({"readable": True, "reason": "counted"}, False),
@@ -306,9 +306,7 @@ def test_a_cpu_whose_counters_are_unreadable_says_so_where_its_kernel_is_the_los
             "cpu", entry(kind="cpu", counters=counters), None, head, None
         )
         assert not attributed and said.endswith(f"measure next: {gaps.BEYOND['cpu']}."), said
-        assert (unread in said) is said_unread and said.count(
-            "counters were not read"
-        ) == said_unread
+        assert (unread in said) is said_unread and said.count("were not read") == said_unread
     # A step measured apart from the kernel, below what the kernel reached, is no cause and is
     # not named as what to measure next: it was measured.
     steps[3:5] = [

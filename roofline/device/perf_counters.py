@@ -29,8 +29,8 @@ PERF_EVENT_IOC_ENABLE, PERF_EVENT_IOC_DISABLE = 0x2400, 0x2401
 
 # What each refusal means here, by errno name (perf_event_open(2)).
 REFUSALS = {
-    "ENOENT": "no PMU for this CPU, as in a VM without a virtual one",
-    "ENODEV": "no PMU for this CPU",
+    "ENOENT": "no PMU, as in a VM",
+    "ENODEV": "no PMU",
     "EOPNOTSUPP": "the PMU cannot count cycles",
     "EACCES": "not allowed to an unprivileged process",
     "EPERM": "not allowed to an unprivileged process",

@@ -183,6 +183,11 @@ LEFT = {
 }
 
 
+# What a device's own counters would count of the kernel's remaining loss, where it is not a
+# GPU's (whose counters' refusals name the metrics).
+COUNTED = {"cpu": " (its FP instructions per cycle)"}
+
+
 def cause_sentence(
     name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any, knobs: pd.DataFrame | None
 ) -> tuple[str, bool]:
@@ -219,7 +224,8 @@ def cause_sentence(
             "above"
         )
     unread = unread_counters(head, entry)
-    counters = f"; its own counters were not read ({unread})" if unread else ""
+    counted = COUNTED.get(entry.kind, "")
+    counters = f"; its own counters{counted} were not read ({unread})" if unread else ""
     return f"{said}; no measured cause yet{counters}; measure next: {cause.measure_next}.", False
 
 
