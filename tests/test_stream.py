@@ -46,7 +46,9 @@ def test_stream_runs_a_copy_on_every_core_and_counts_bytes_as_stream_does():
     assert ceiling["bytes_moved"] == 2 * 64 * MiB * 2
     assert 1 <= len(ceiling["samples_s"]) <= 5
     assert ceiling["min_s"] <= ceiling["median_s"] <= ceiling["max_s"]
-    assert ceiling["gbps"] == pytest.approx(ceiling["bytes_moved"] / ceiling["median_s"] / 1e9)
+    assert ceiling["gbps"] == pytest.approx(
+        ceiling["bytes_moved"] / ceiling["min_s"] / 1e9
+    )  # the best window
     assert ceiling["how"] == (
         "STREAM's copy (its loop, plain vector stores) on every core at once: 2 copies, each "
         "over arrays of 64 MiB, their windows started together"
