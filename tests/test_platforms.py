@@ -376,3 +376,19 @@ def test_the_tests_are_collected_on_a_mac_and_a_windows_pc_without_amdsmi(played
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
     last = done.stdout.strip().splitlines()[-1]
     assert " tests collected in " in last and "error" not in last, last
+
+
+def test_the_test_workers_are_the_usable_cpus_plus_one_on_linux_a_mac_and_windows(monkeypatch):
+    # Linux: the CPUs this process may use; macOS and Windows have no sched_getaffinity, so
+    # every CPU the OS counts (tests/conftest.py's pytest-xdist hook).
+    import os
+
+    from tests.conftest import pytest_xdist_auto_num_workers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    assert pytest_xdist_auto_num_workers(None) == 4
+    monkeypatch.delattr(os, "sched_getaffinity", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    assert pytest_xdist_auto_num_workers(None) == 9
+    monkeypatch.setattr(os, "cpu_count", lambda: None)  # the OS could not tell
+    assert pytest_xdist_auto_num_workers(None) == 2
