@@ -145,17 +145,20 @@ def make_project(
     where: Path,
     remote: str | None = None,
     gpus: tuple[str, ...] = ("h100",),
+    podhost: bool = True,
     **remote_options: str,
 ) -> Path:
-    """The repository's pipeline, trimmed to cpu, the `gpus` (h100 by default) and podhost at
-    tiny sizes, pushed to a bare git origin; its DVC remote is a local folder unless `remote`
-    says otherwise."""
+    """The repository's pipeline, trimmed to cpu, the `gpus` (h100 by default) and podhost
+    (unless told not: a played GPU's test has no use for its four pending stages) at tiny
+    sizes, pushed to a bare git origin; its DVC remote is a local folder unless `remote` says
+    otherwise."""
     project = where / "project"
     project.mkdir()
     for part in ("conf", "stages", "roofline", "hydra_plugins"):
         shutil.copytree(ROOT / part, project / part, ignore=shutil.ignore_patterns("__pycache__"))
     # Adding a device, as docs/configuration.md says: its conf file and its defaults line.
-    (project / "conf/device/podhost.yaml").write_text(yaml.safe_dump(PODHOST))
+    if podhost:
+        (project / "conf/device/podhost.yaml").write_text(yaml.safe_dump(PODHOST))
     cfg = yaml.safe_load((project / "conf/config.yaml").read_text())
     kept = ("device@devices.cpu", *(f"device@devices.{gpu}" for gpu in gpus))
     cfg["defaults"] = [
@@ -165,7 +168,8 @@ def make_project(
         or not str(next(iter(d))).startswith("device@")
         or next(iter(d)) in kept
     ]
-    cfg["defaults"].insert(-1, {"device@devices.podhost": "podhost"})
+    if podhost:
+        cfg["defaults"].insert(-1, {"device@devices.podhost": "podhost"})
     cfg["lab_devices"] = ["cpu", *(g for g in gpus if g == "h100")]  # of the lab's, those kept
     cfg["bench"] |= {"warmup": 1, "repeats": 2, "copy_mib": 4, "min_seconds": 0.0}
     cfg["bench"]["warmup_seconds"] = 0.05

@@ -25,6 +25,7 @@ from tests.machines import (
     ROOT,
     clone,
     compose,
+    copied,
     dvc,
     git,
     make_project,
@@ -56,6 +57,13 @@ def story(tmp_path_factory, worker_id):
 
 
 PLACES = ("origin", "where", "pod", "laptop")
+
+
+def own_copy(story: dict, name: str) -> Path:
+    """The laptop as the story left it (cloned, pulled, measured, published), copied with its
+    DVC cache: what a clone of the origin and a `dvc pull` give, without a process for either.
+    The tests whose subject is the clone or the pull itself make their own."""
+    return copied(story["laptop"], story["where"] / name)
 
 
 def tell_story(where: Path) -> dict:
@@ -140,13 +148,13 @@ def test_the_run_says_at_its_end_where_its_time_went_and_the_manifest_keeps_it(s
 
 
 def test_a_second_repro_measures_nothing(story):
-    out = dvc(story["laptop"], "repro", hardware=LAPTOP)
+    out = dvc(own_copy(story, "laptop-again"), "repro", hardware=LAPTOP)
     assert measured_benchmarks(out) == set()
     assert not ran(out) & {"aggregate", "plot", "report"}
 
 
 def test_a_pods_host_cpu_never_takes_over_the_laptops_cpu(story):
-    pod = clone(story["origin"], story["where"] / "pod-again")
+    pod = own_copy(story, "pod-again")
     laptop_cpu = raw(pod, "cpu")
     out = dvc(pod, "repro", hardware=POD)
     assert measured_benchmarks(out) == set()
@@ -155,7 +163,7 @@ def test_a_pods_host_cpu_never_takes_over_the_laptops_cpu(story):
 
 
 def test_another_laptop_keeps_the_recorded_cpu_until_told_to_replace_it(story):
-    other = clone(story["origin"], story["where"] / "other-laptop")
+    other = own_copy(story, "other-laptop")
     recorded = raw(other, "cpu")
     out = dvc(other, "repro", hardware=OTHER_LAPTOP)
     assert measured_benchmarks(out) == set()
@@ -239,7 +247,7 @@ def test_a_clone_that_forgot_to_pull_is_told_to(story):
 
 
 def test_overrides_through_dvc_exp_run(story):
-    laptop = clone(story["origin"], story["where"] / "laptop-exp")
+    laptop = own_copy(story, "laptop-exp")
     recorded = raw(laptop, "cpu")
     code, out = dvc(
         laptop, "exp", "run", "-S", "devices.cpu.dtypes=[float99]", hardware=LAPTOP, check=False
@@ -273,7 +281,7 @@ def deliverable(clone_path, name: str) -> bytes:
 
 
 def test_renaming_a_column_or_a_knob_title_stales_no_measuring_stage(story):
-    laptop = clone(story["origin"], story["where"] / "laptop-rename")
+    laptop = own_copy(story, "laptop-rename")
     rows = laptop / "roofline/interpretation/rows.py"
     text = rows.read_text()
     renamed = text.replace("achieved_tflops", "tflops_achieved").replace(
@@ -296,7 +304,7 @@ def test_renaming_a_column_or_a_knob_title_stales_no_measuring_stage(story):
 
 
 def test_a_price_or_peak_fixed_on_the_laptop_re_renders_and_measures_nothing(story):
-    laptop = clone(story["origin"], story["where"] / "laptop-price")
+    laptop = own_copy(story, "laptop-price")
     measured = raw(laptop, "podhost")
     before = {name: deliverable(laptop, name) for name in ("roofline.png", "REPORT.md")}
     conf = laptop / "conf/device/podhost.yaml"
@@ -326,7 +334,7 @@ def test_a_price_or_peak_fixed_on_the_laptop_re_renders_and_measures_nothing(sto
 
 
 def test_exp_run_with_a_new_price_and_peak_measures_nothing(story):
-    laptop = clone(story["origin"], story["where"] / "laptop-exp-price")
+    laptop = own_copy(story, "laptop-exp-price")
     measured = raw(laptop, "cpu")
     out = dvc(
         laptop,
@@ -351,7 +359,7 @@ def test_exp_run_with_a_new_price_and_peak_measures_nothing(story):
 
 
 def test_a_device_is_one_conf_file_and_one_defaults_line(story):
-    laptop = clone(story["origin"], story["where"] / "laptop-new-device")
+    laptop = own_copy(story, "laptop-new-device")
     l40s = {
         "kind": "cuda",
         "recognise": {"gpu_name": "^NVIDIA L40S$"},
@@ -386,7 +394,7 @@ def plots_json(clone_path, *args: str) -> dict:
 
 
 def test_dvc_plots_renders_an_interactive_log_log_roofline_and_diffs_two_revisions(story):
-    laptop = clone(story["origin"], story["where"] / "laptop-plots")
+    laptop = own_copy(story, "laptop-plots")
     shown = plots_json(laptop, "show")
     assert "errors" not in shown, shown.get("errors")
     (plot,) = shown["data"]["experiments/x4-roofline/roofline.json"]
@@ -465,7 +473,7 @@ def test_a_failed_pod_run_blocks_nobody(story):
 
 
 def test_dvc_exp_run_with_no_dtypes_is_refused_and_says_how_to_undo_it(story):
-    laptop = clone(story["origin"], story["where"] / "laptop-no-dtypes")
+    laptop = own_copy(story, "laptop-no-dtypes")
     recorded = raw(laptop, "cpu")
     code, out = dvc(
         laptop, "exp", "run", "-S", "devices.cpu.dtypes=[]", hardware=LAPTOP, check=False
@@ -480,7 +488,7 @@ def test_dvc_exp_run_with_no_dtypes_is_refused_and_says_how_to_undo_it(story):
 
 
 def test_a_failed_render_keeps_every_deliverable(story):
-    laptop = clone(story["origin"], story["where"] / "laptop-failed-render")
+    laptop = own_copy(story, "laptop-failed-render")
     before = deliverables(laptop)
     broken = laptop / DEVICES / "podhost/results.json"
     broken.write_text('{"device": "podhost", ')
@@ -504,7 +512,7 @@ def test_a_failed_render_keeps_every_deliverable(story):
 
 
 def test_an_edited_result_of_a_device_measured_elsewhere_is_named_and_restorable(story):
-    laptop = clone(story["origin"], story["where"] / "laptop-edited")
+    laptop = own_copy(story, "laptop-edited")
     path = f"{DEVICES}/podhost/results.json"
     record = results(laptop, "podhost")
     record["rows"][0]["samples_s"][0] *= 2
@@ -517,7 +525,7 @@ def test_an_edited_result_of_a_device_measured_elsewhere_is_named_and_restorable
 
 
 def test_a_hand_edited_sweep_name_is_refused_before_anything_runs(story):
-    laptop = clone(story["origin"], story["where"] / "laptop-sweep-name")
+    laptop = own_copy(story, "laptop-sweep-name")
     sweep = raw_sweep = (laptop / DEVICES / "cpu/sweep.json").read_bytes()
     params = laptop / "params.yaml"
     params.write_text(params.read_text().replace("  name: none\n", "  name: nonesuch\n", 1))
@@ -528,7 +536,7 @@ def test_a_hand_edited_sweep_name_is_refused_before_anything_runs(story):
 
 def test_a_pod_whose_driver_is_too_old_for_torch_stops_by_name(story):
     # A stand-in NVML sees an H100 with driver 550; this machine's torch (CUDA 13) cannot use it.
-    pod = clone(story["origin"], story["where"] / "old-driver-pod")
+    pod = own_copy(story, "old-driver-pod")
     before = {device: raw(pod, device) for device in ("cpu", "h100", "podhost")}
     fake = str(ROOT / "tests/fakes/old_driver")
     code, out = dvc(pod, "repro", env={"PYTHONPATH": fake, "ROOFLINE_HARDWARE": None}, check=False)
@@ -580,7 +588,7 @@ def test_a_lock_whose_data_nobody_has_is_named_lost_with_ways_out_that_work(stor
 
 
 def test_a_deleted_cache_re_measures_nothing_and_names_dvc_pull(story):
-    laptop = clone(story["origin"], story["where"] / "no-cache")
+    laptop = own_copy(story, "no-cache")
     cpu = device_files(laptop, "cpu")
     shutil.rmtree(laptop / ".dvc/cache")
     out = dvc(laptop, "repro", hardware=LAPTOP)
@@ -590,7 +598,7 @@ def test_a_deleted_cache_re_measures_nothing_and_names_dvc_pull(story):
 
 def test_two_clones_measuring_one_device_at_once_take_turns(story):
     # As `dvc queue start -j 2` or two clones would: the same device's benchmark, at once.
-    clones = [clone(story["origin"], story["where"] / f"turns-{i}") for i in range(2)]
+    clones = [own_copy(story, f"turns-{i}") for i in range(2)]
     hardware = story["where"] / "turns-hardware.json"
     hardware.write_text(json.dumps(LAPTOP))
     # The device's hold is machine-wide: a private folder for it keeps another test's CPU

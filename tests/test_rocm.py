@@ -288,7 +288,7 @@ def rocm_env(machine: str) -> dict:
 @pytest.mark.posix
 @pytest.mark.slow
 def test_a_played_mi300x_runs_through_dvc_repro_with_fnuz_float8_and_amdsmi(tmp_path):
-    origin = make_project(tmp_path, gpus=("mi300x",))
+    origin = make_project(tmp_path, gpus=("mi300x",), podhost=False)
     pod = clone(origin, tmp_path / "pod", pull=False)
     out = dvc(pod, "repro", env=rocm_env("mi300x"))
     record = results(pod, "mi300x")

@@ -68,7 +68,7 @@ def test_a_window_of_a_second_or_more_has_its_power_from_the_stepping_energy_cou
 def test_a_pcie_card_rented_for_h100_is_measured_as_h100_and_judged_as_pcie(tmp_path):
     from roofline.machines.handback import handback_problem
 
-    origin = make_project(tmp_path)
+    origin = make_project(tmp_path, podhost=False)
     pod = clone(origin, tmp_path / "pod", pull=False)
     # Each point timed over a window of a second, long enough for the GPU's own counters: the
     # played card's GEMMs take 10 ms on its device clock, so the window is about 100 calls
