@@ -550,12 +550,17 @@ def test_a_pod_whose_driver_is_too_old_for_torch_stops_by_name(story):
 
 
 def test_a_lock_whose_data_nobody_has_is_named_lost_with_ways_out_that_work(story):
-    # A pod measures podhost and commits its lock, but its `dvc push` never happened. On its own
-    # origin, so that no other test's clone sees it.
+    # A pod commits a lock of a new podhost record, but its `dvc push` never happened. On its
+    # own origin, so that no other test's clone sees it. The record is the story's, one sample
+    # changed and committed by `dvc commit`: what the laptop sees is the same lock of data
+    # nobody has, without a CPU benchmark to make it (the pod at the end measures one).
     origin = story["where"] / "lost-origin.git"
     git(story["where"], "clone", "-q", "--bare", str(story["origin"]), str(origin))
     pod = clone(origin, story["where"] / "lost-pod")
-    dvc(pod, "repro", "--force", f"{DEVICES}/podhost/dvc.yaml", hardware=POD)
+    record = results(pod, "podhost")
+    record["rows"][0]["samples_s"][0] *= 1.5
+    (pod / DEVICES / "podhost/results.json").write_text(json.dumps(record))
+    dvc(pod, "commit", "--force", f"{DEVICES}/podhost/dvc.yaml:benchmark", hardware=POD)
     git(pod, "add", f"{DEVICES}/podhost/dvc.lock")
     git(pod, "commit", "-qm", "pod: measured podhost, push failed")
     git(pod, "push", "-q", "origin", "main")

@@ -10,17 +10,20 @@ import sys
 import played_cuda
 
 # Processes that run none of the GPU path's code: DVC itself (its stages run in processes of
-# their own), the stages that render from records, and the pipeline's composer. Tracing them
-# only slowed a played pipeline: DVC 26.0 s -> 24.2 s for the played MI300X's; the render
-# stages, 3-4 s a played repro under .ci/run's coverage where 1.5 s untraced.
+# their own), the stages that render from records, the pipeline's composer, and py-cpuinfo's
+# process of its own (cpuinfo.py --json). Tracing them only slowed a played pipeline: DVC
+# 26.0 s -> 24.2 s for the played MI300X's; the render stages, 3-4 s a played repro under
+# .ci/run's coverage where 1.5 s untraced.
 UNTRACED = {"dvc", "stages.aggregate", "stages.plot", "stages.report", "roofline.compose"}
+UNTRACED_SCRIPTS = {"dvc", "cpuinfo.py"}
 
 
 def _runs_gpu_path() -> bool:
-    """Whether this process may run the GPU path's code: not one of UNTRACED's."""
+    """Whether this process may run the GPU path's code: none of the untraced ones."""
     argv = getattr(sys, "orig_argv", [])
     module = argv[argv.index("-m") + 1] if "-m" in argv[1:-1] else None
-    return module not in UNTRACED and not (argv and os.path.basename(argv[0]) == "dvc")
+    scripts = {os.path.basename(arg) for arg in argv[:2]}
+    return module not in UNTRACED and not scripts & UNTRACED_SCRIPTS
 
 
 # .ci/run measures the GPU path's line coverage in every process that plays it (and theirs).
