@@ -226,7 +226,9 @@ def test_a_cpu_benchmark_records_its_cache_ceilings_and_logs_them(monkeypatch):
     monkeypatch.setattr(
         benchmark, "measure_fma", lambda cores, isa, seconds, clock: {"gflops": 1.0, "vector": ""}
     )
-    monkeypatch.setattr(benchmark, "cpu_clock", lambda cores: {"ghz": None, "source": "played"})
+    monkeypatch.setattr(
+        benchmark, "cpu_clock", lambda cores, seconds: {"ghz": None, "source": "played"}
+    )
     bench = bench_settings(config({}, repeats=1, warmup=0, copy_mib=1, min_seconds=0.0))
     cpu = device(kind="cpu", sku="laptop", clock_ghz=3.0, dtypes=["float32"], shapes=[[8, 8, 8]])
     said: list[str] = []

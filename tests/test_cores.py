@@ -195,7 +195,9 @@ def test_a_clock_measured_only_in_shared_windows_is_not_used(monkeypatch):
     import psutil
 
     freq = namedtuple("freq", "current min max")
-    monkeypatch.setattr(peakflops, "measure_clock_ghz", lambda cores: (1.9, "every one ..."))
+    monkeypatch.setattr(
+        peakflops, "measure_clock_ghz", lambda cores, seconds: (1.9, "every one ...")
+    )
     monkeypatch.setattr(psutil, "cpu_freq", lambda: freq(2400.0, 0.0, 3200.0))
     assert peakflops.cpu_clock(2) == {
         "ghz": 3.2,

@@ -52,7 +52,7 @@ def test_the_clock_falls_back_to_what_the_os_reports(monkeypatch):
     import psutil
 
     freq = namedtuple("freq", "current min max")
-    monkeypatch.setattr(peakflops, "measure_clock_ghz", lambda cores: (None, ""))
+    monkeypatch.setattr(peakflops, "measure_clock_ghz", lambda cores, seconds: (None, ""))
     monkeypatch.setattr(psutil, "cpu_freq", lambda: freq(2400.0, 0.0, 3200.0))
     assert peakflops.cpu_clock(2) == {"ghz": 3.2, "source": "the OS's maximum clock (psutil)"}
     monkeypatch.setattr(psutil, "cpu_freq", lambda: None)
@@ -242,7 +242,7 @@ def test_a_lying_kernels_figures_never_reach_the_results_as_measured(tmp_path, m
 def no_clock_program(monkeypatch):
     """No compiler here, so no measured clock: what the OS says is all there is."""
     monkeypatch.setattr(programs, "compiler", lambda: None)
-    monkeypatch.setattr(peakflops, "measure_clock_ghz", lambda cores: (None, ""))
+    monkeypatch.setattr(peakflops, "measure_clock_ghz", lambda cores, seconds: (None, ""))
 
 
 def play_os(monkeypatch, system: str, machine: str, freq=None) -> None:

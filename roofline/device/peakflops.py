@@ -27,15 +27,16 @@ from roofline.device.programs import (
 
 CLOCK_PROGRAM = r"""
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #if defined(__aarch64__)
 #define ADD "add %0, %0, %1\n\t"
 #else
 #define ADD "add %1, %0\n\t"
 #endif
-int main(void) {
+int main(int argc, char **argv) {
     struct timespec t0, t1, c0, c1;
-    unsigned long x = 0, y = 1, n = 100000000UL;
+    unsigned long x = 0, y = 1, n = argc > 1 ? strtoul(argv[1], NULL, 10) : 100000000UL;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned long i = 0; i < n; i++)
@@ -83,11 +84,11 @@ int main(int argc, char **argv) {
 """
 
 
-def measure_clock_ghz(cores: int) -> tuple[float | None, str]:
+def measure_clock_ghz(cores: int, seconds: float = 0.15) -> tuple[float | None, str]:
     """(the clock all cores run at together, why it is not to be trusted: "" when it is): a
     chain of dependent register adds (one per cycle; register operands, since recent cores
-    fold add-immediate chains) on every core at once, slowest core taken. Needs a C compiler
-    and x86-64 or arm64; (None, "") otherwise."""
+    fold add-immediate chains) on every core at once, slowest core taken, in windows of about
+    `seconds`. Needs a C compiler and x86-64 or arm64; (None, "") otherwise."""
     if platform.machine() not in ("x86_64", "AMD64", "arm64", "aarch64"):
         return None, ""
     with tempfile.TemporaryDirectory() as tmp:
@@ -95,7 +96,12 @@ def measure_clock_ghz(cores: int) -> tuple[float | None, str]:
             binary = build(CLOCK_PROGRAM, Path(tmp), {})
             if binary is None:
                 return None, ""
-            window, shared = best_window(binary, [], cores)
+            # Calibrate the adds to about `seconds` a window (four a loop, one a cycle), as the
+            # FMA ceiling's are: a fixed count took 0.13 s a window at 3 GHz, 0.4 s at 1.
+            probe = 1_000_000
+            ghz = run_window(binary, [str(probe)], 1).values[0]
+            iterations = max(probe, int(ghz * 1e9 * seconds / 4))
+            window, shared = best_window(binary, [str(iterations)], cores)
         except ProgramFailed as err:
             return None, f"the clock program was not measured: {err}"
     ghz = min(window.values)
@@ -172,13 +178,14 @@ def measure_fma(
     }
 
 
-def cpu_clock(cores: int) -> CpuClock:
-    """The CPU clock, as measured or read on this machine: {"ghz", "source"}; ghz is None when
-    nothing here tells it (the aggregate stage then needs devices.<name>.clock_ghz). A clock
-    measured only in shared windows is not used (it reads low: a lowered peak), and said."""
+def cpu_clock(cores: int, seconds: float = 0.15) -> CpuClock:
+    """The CPU clock, as measured (windows of about `seconds`) or read on this machine:
+    {"ghz", "source"}; ghz is None when nothing here tells it (the aggregate stage then needs
+    devices.<name>.clock_ghz). A clock measured only in shared windows is not used (it reads
+    low: a lowered peak), and said."""
     import psutil
 
-    measured, shared = measure_clock_ghz(cores)
+    measured, shared = measure_clock_ghz(cores, seconds)
     if measured and not shared:
         return {"ghz": measured, "source": "measured all-core clock"}
     unused = f"; the measured clock ({measured:.2f} GHz) was not used: {shared}" if shared else ""
