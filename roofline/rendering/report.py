@@ -229,6 +229,12 @@ def cause_sentence(
     return f"{said}; no measured cause yet{counters}; measure next: {cause.measure_next}.", False
 
 
+# Another dtype is a knob where it is at least this much faster: two equal figures differ in
+# their last bits (a played H100's float16 and float32 GEMMs both take 10 ms), and "measured
+# 1.00x" was named the next knob wherever the other's last bits came out higher.
+MIN_DTYPE_GAIN = 1.01
+
+
 def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:
     """The next knob: the largest measured one the kernel leaves unturned, else the fastest
     other dtype on the same shape."""
@@ -243,11 +249,12 @@ def knob_sentence(head: Any, rows: pd.DataFrame, knobs: pd.DataFrame) -> str:
     others = same[(same.dtype != head.dtype) & (same.achieved_tflops > head.achieved_tflops)]
     if not others.empty:
         best = SimpleNamespace(**others.loc[others.achieved_tflops.idxmax()].to_dict())
-        return (
-            f"Next knob: {best.dtype}, measured "
-            f"{ratio(best.achieved_tflops, head.achieved_tflops):.2f}× "
-            f"{head.dtype} on the same shape, at the cost of {best.dtype}'s precision."
-        )
+        gain = ratio(best.achieved_tflops, head.achieved_tflops)
+        if gain >= MIN_DTYPE_GAIN:
+            return (
+                f"Next knob: {best.dtype}, measured {gain:.2f}× {head.dtype} on the same "
+                f"shape, at the cost of {best.dtype}'s precision."
+            )
     return (
         "Next knob: not measured yet; `uv run dvc exp run -S knobs=lab` measures the lab's "
         "knobs as gains."
