@@ -318,3 +318,25 @@ def test_the_data_knob_says_what_share_of_the_gap_the_random_datas_power_is():
         "float32 (257 → 295 TFLOP/s; SM clock 1275 → 1410 MHz): 69% of the gap to the dense "
         "peak is the power random data draws."
     )
+
+
+@pytest.mark.parametrize(("faster", "named"), [(1.0 + 1e-14, False), (1.005, False), (1.5, True)])
+def test_another_dtype_is_the_next_knob_only_where_it_is_at_least_1_01x_faster(faster, named):
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from roofline.rendering.report import MIN_DTYPE_GAIN, knob_sentence
+
+    def row(dtype: str, tflops: float) -> dict:
+        shape = {"m": 64, "n": 64, "k": 64}
+        return {"dtype": dtype, "status": "measured", "series": "lab", **shape} | {
+            "achieved_tflops": tflops
+        }
+
+    head = SimpleNamespace(**row("float16", 2.0))  # as the headline is read: by attribute
+    rows = pd.DataFrame([row("float16", 2.0), row("float32", 2.0 * faster)])
+    said = knob_sentence(head, rows, knobs_table({}))
+    assert MIN_DTYPE_GAIN == 1.01
+    assert said.startswith("Next knob: float32, measured 1.50× float16") == named, said
+    assert said.startswith("Next knob: not measured yet") != named, said
