@@ -166,7 +166,9 @@ def test_a_measured_points_window_records_gpm_in_its_row(played, short):
         seed=0, warmup=1, warmup_seconds=0.0, repeats=3, check_rows=8, min_seconds=0.2
     )
     point = measure_point("h100", "float32", [128] * 3, gpu_target(gpu, print), bench, gpu)
-    assert point.status == "measured" and sum(point.samples_s) >= 0.2
+    # The window held 0.2 s of calls, whichever way they were timed: its samples are per call,
+    # and where a CUDA graph's replays came out faster, each replay's time over its calls.
+    assert point.status == "measured" and point.window_s >= 0.2
     assert {name: getattr(point, name) for name in GPM_FIELDS} == PLAYED
     assert point.counter_errors == "" and point.power_held_s >= 0.2
 
