@@ -1,37 +1,13 @@
-"""Installs the CUDA stand-in (played_cuda), or the Mac's (played_mps), in every Python process whose PYTHONPATH starts
-with this folder: torch.cuda is played once torch is imported, roofline.device.kinds' tensor
-placement
-once it is. Nothing is imported here, so processes that use neither (dvc, git hooks) pay nothing."""
+"""Installs the CUDA stand-in (played_cuda), or the Mac's (played_mps), in every Python process
+whose PYTHONPATH starts with this folder: torch.cuda is played once torch is imported,
+roofline.device.kinds' tensor placement once it is. Nothing else is imported here, so processes
+that use neither (dvc, git hooks) pay nothing."""
 
 import importlib.abc
 import os
 import sys
 
 import played_cuda
-
-# Processes that run none of the GPU path's code: DVC itself (its stages run in processes of
-# their own), the stages that render from records, the pipeline's composer, and py-cpuinfo's
-# process of its own (cpuinfo.py --json). Tracing them only slowed a played pipeline: DVC
-# 26.0 s -> 24.2 s for the played MI300X's; the render stages, 3-4 s a played repro under
-# .ci/run's coverage where 1.5 s untraced.
-UNTRACED = {"dvc", "stages.aggregate", "stages.plot", "stages.report", "roofline.compose"}
-UNTRACED_SCRIPTS = {"dvc", "cpuinfo.py"}
-
-
-def _runs_gpu_path() -> bool:
-    """Whether this process may run the GPU path's code: none of the untraced ones."""
-    argv = getattr(sys, "orig_argv", [])
-    module = argv[argv.index("-m") + 1] if "-m" in argv[1:-1] else None
-    scripts = {os.path.basename(arg) for arg in argv[:2]}
-    return module not in UNTRACED and not scripts & UNTRACED_SCRIPTS
-
-
-# .ci/run measures the GPU path's line coverage in every process that plays it (and theirs).
-if os.environ.get("STANDIN_COVERAGE") and _runs_gpu_path():
-    os.environ["COVERAGE_PROCESS_START"] = os.environ["STANDIN_COVERAGE"]
-    import coverage
-
-    coverage.process_startup()
 
 
 class AfterImport(importlib.abc.MetaPathFinder):
