@@ -347,10 +347,16 @@ NO_CACHE = ("-p", "no:cacheprovider", "tests")
 
 
 @pytest.mark.slow  # the whole suite collected in a process of its own: first, not last
-@pytest.mark.parametrize("played_os", ["macos", "windows"])
-def test_the_tests_are_collected_on_a_mac_and_a_windows_pc_without_amdsmi(played_os):
+@pytest.mark.parametrize(
+    ("played_os", "absent"),
+    [("macos", "sky"), ("windows", "")],
+    ids=["macos-without-the-cloud-group", "windows-with-it"],
+)
+def test_the_tests_are_collected_on_a_mac_and_a_windows_pc_without_amdsmi(played_os, absent):
     """amdsmi is installed on Linux only: collection must not need it (find_spec finds
-    nothing), nor anything else only one OS has, at import (tests/fakes/played_os.py)."""
+    nothing), nor anything else only one OS has, at import (tests/fakes/played_os.py). Nor
+    SkyPilot: the README's `uv run pytest` alone does not install the `cloud` group (the Mac
+    here), which a pod's launcher adds (the Windows PC)."""
     import os
     import subprocess
     import sys
@@ -361,7 +367,7 @@ def test_the_tests_are_collected_on_a_mac_and_a_windows_pc_without_amdsmi(played
             "-m",
             "pytest",
             "-p",
-            "played_os",
+            "tests.fakes.played_os",
             "--collect-only",
             "-q",
             "-n",
@@ -369,7 +375,10 @@ def test_the_tests_are_collected_on_a_mac_and_a_windows_pc_without_amdsmi(played
             *NO_CACHE,
         ],
         cwd=ROOT,
-        env=os.environ | {"PYTHONPATH": str(ROOT / "tests/fakes"), "PLAYED_OS": played_os},
+        # The plugin by its module path from the checkout (python -m puts it first on sys.path):
+        # with tests/fakes itself on the path, its folders were top-level packages, and where
+        # SkyPilot is not installed (plain `uv run pytest`) `import sky` found tests/fakes/sky.
+        env=os.environ | {"PLAYED_OS": played_os, "PLAYED_ABSENT": absent},
         capture_output=True,
         text=True,
     )
