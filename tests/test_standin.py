@@ -74,7 +74,7 @@ def test_a_pcie_card_rented_for_h100_is_measured_as_h100_and_judged_as_pcie(tmp_
     # played card's GEMMs take 10 ms on its device clock, so the window is about 100 calls
     # (the call cap does not cut it), and the host waits them out as a real one does. Its copy
     # fills its second with 64 MiB copies: a few hundred calls, where 4 MiB took thousands, each
-    # paying the played dispatch's host time (13 s under .ci/run's coverage).
+    # paying the played dispatch's host time (13 s when .ci/run traced the played processes).
     config = pod / "conf/config.yaml"
     cfg = yaml.safe_load(config.read_text())
     cfg["bench"]["min_seconds"], cfg["bench"]["copy_mib"] = 1.0, 64
