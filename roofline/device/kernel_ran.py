@@ -186,18 +186,24 @@ NOT_KERNELS = ("Memcpy", "Memset")
 def cuda_profiled(call: Callable[[], object], synchronize: Callable[[], None]) -> str:
     """The GEMM kernel one call runs on the GPU, from torch's profiler around it: the longest
     CUDA kernel event (a split-K reduction or a memset beside the GEMM is shorter)."""
+    import torch.autograd.profiler
     import torch.profiler
     from torch.autograd import DeviceType
 
-    cuda = torch.profiler.ProfilerActivity.CUDA
-    if cuda not in torch.profiler.supported_activities():
+    if torch.profiler.ProfilerActivity.CUDA not in torch.profiler.supported_activities():
         raise NotSeen("torch's profiler cannot trace CUDA kernels here (no CUPTI)")
-    with torch.profiler.profile(activities=[cuda]) as profiled:
+    # The profiler torch.profiler.profile(activities=[CUDA]) wraps, as it sets it up. The
+    # wrapper asks `hasattr(torch, "_inductor")` first, which imports inductor and dynamo (1.2 s
+    # of CPU a process here) for a CUPTI workaround that applies only where inductor's own CUDA
+    # graphs are on (TORCHINDUCTOR_CUDAGRAPHS=1); this process never compiles with inductor.
+    with torch.autograd.profiler.profile(
+        use_cpu=False, use_device="cuda", use_kineto=True
+    ) as profiled:
         call()
         synchronize()
     kernels = [
         e
-        for e in profiled.events()
+        for e in profiled.function_events
         if e.device_type == DeviceType.CUDA and not e.name.startswith(NOT_KERNELS)
     ]
     if not kernels:
