@@ -43,6 +43,7 @@ RECORDED_ENV = (
     "OMP_NUM_THREADS",
     "MKL_NUM_THREADS",
     "OPENBLAS_NUM_THREADS",
+    "OMP_WAIT_POLICY",  # PASSIVE: OpenMP's threads sleep between calls, slowing small ones
     "OPENBLAS_CORETYPE",  # forces OpenBLAS's kernel
     "OPENBLAS_L2_SIZE",
     "MKL_ENABLE_INSTRUCTIONS",  # caps MKL's instruction set (Intel CPUs)
