@@ -169,6 +169,23 @@ def _written(path: Path) -> tuple[int, int] | None:
     return found.st_mtime_ns, found.st_size
 
 
+@pytest.fixture(scope="session", autouse=True)
+def cpu_read_once_per_worker():
+    """py-cpuinfo reads this CPU in a process of its own (0.7 CPU-s), and a dozen tests describe
+    this machine live: each worker asks it once, and each test gets its own copy of the answer.
+    A test that plays another CPU replaces the function itself (monkeypatch)."""
+    import copy
+    import functools
+
+    import cpuinfo
+
+    real = cpuinfo.get_cpu_info
+    once = functools.cache(real)
+    cpuinfo.get_cpu_info = lambda: copy.deepcopy(once())
+    yield
+    cpuinfo.get_cpu_info = real
+
+
 @pytest.fixture(autouse=True)
 def checkout_caches_untouched():
     """No test writes the checkout's machine caches (one measuring in-process runs in tmp_path)."""
