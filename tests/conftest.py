@@ -143,9 +143,7 @@ def dealt(long: list, reading: list, quick: list, workers: int) -> list:
     tests, then of the story's readers, then quick tests. Work-stealing hands each worker a run
     of the list (its first third, of three), and takes from the queues' ends: with every long
     test in the first third, one worker ran them all while the others stole its last ones
-    late, and the run ended on one worker alone for 20 s of a 290 s run."""
-    if workers <= 1:
-        return long + reading + quick
+    late, and the run ended on one worker alone for 20 s of a 290 s run. One worker: in order."""
     shares = [long[w::workers] + reading[w::workers] for w in range(workers)]
     left, quick = len(long) + len(reading) + len(quick), list(quick)
     for w, share in enumerate(shares):  # xdist's split: a worker's run is what is left / those left
