@@ -298,6 +298,11 @@ def test_plot_draws_every_device(tmp_path):
     assert roof_labels == ["cpu float32 0.49", "h100 float16 989"]
     fig.savefig(tmp_path / "roofline.png")
     assert (tmp_path / "roofline.png").stat().st_size > 10_000
+    # Plain numbers on the log axes, as drawn: no mathtext powers of ten.
+    xs = {t.get_text() for t in fig.axes[0].get_xticklabels()}
+    assert {"0.1", "1", "10", "100", "1000", "10000"} <= xs
+    ys = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert "1000" in ys and not any("$" in tick or "e" in tick for tick in xs | set(ys))
 
 
 def test_report_has_the_breakdown_cost_and_roofline_check_and_an_appendix(tmp_path):
