@@ -158,3 +158,11 @@ def test_rendering_computes_no_figure():
         for line in arithmetic_in(path.read_text(encoding="utf-8"), path.name)
     ]
     assert found == []
+
+
+def test_the_gpu_side_tests_coverage_traces_are_test_modules_here():
+    # A renamed module would drop out of the coverage of the GPU-side code unnoticed.
+    from tests.conftest import GPU_SIDE_TESTS
+
+    here = {path.stem for path in Path(__file__).parent.glob("test_*.py")}
+    assert GPU_SIDE_TESTS <= here, sorted(GPU_SIDE_TESTS - here)
