@@ -4,6 +4,7 @@ import os
 import sys
 from pathlib import Path
 
+import cpuinfo
 import pytest
 
 from tests.machines import AMDSMI_INSTALLED, NO_AMDSMI, PLAYED_CACHES, POSIX
@@ -15,6 +16,21 @@ os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 # spinning, 1.3 asleep. Set before torch is first imported, when libgomp reads it; each run
 # records it (roofline.measuring.provenance), and nothing here asserts a speed.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def _read_once(read):
+    """py-cpuinfo reads this CPU in a process of its own (0.7 CPU-s), and a dozen tests, and
+    test_knobs's collection, describe this machine live: each worker asks it once, and each
+    caller gets its own copy of the answer. A test that plays another CPU replaces the
+    function itself (monkeypatch)."""
+    import copy
+    import functools
+
+    once = functools.cache(read)
+    return lambda: copy.deepcopy(once())
+
+
+cpuinfo.get_cpu_info = _read_once(cpuinfo.get_cpu_info)
 
 
 LAPTOP = {
@@ -231,23 +247,6 @@ def _written(path: Path) -> tuple[int, int] | None:
     except FileNotFoundError:
         return None
     return found.st_mtime_ns, found.st_size
-
-
-@pytest.fixture(scope="session", autouse=True)
-def cpu_read_once_per_worker():
-    """py-cpuinfo reads this CPU in a process of its own (0.7 CPU-s), and a dozen tests describe
-    this machine live: each worker asks it once, and each test gets its own copy of the answer.
-    A test that plays another CPU replaces the function itself (monkeypatch)."""
-    import copy
-    import functools
-
-    import cpuinfo
-
-    real = cpuinfo.get_cpu_info
-    once = functools.cache(real)
-    cpuinfo.get_cpu_info = lambda: copy.deepcopy(once())
-    yield
-    cpuinfo.get_cpu_info = real
 
 
 @pytest.fixture(autouse=True)
