@@ -12,7 +12,6 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import seaborn as sns
 from matplotlib.axes import Axes
-from matplotlib.axis import Axis
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter
@@ -47,11 +46,12 @@ class PlainLogFormatter(LogFormatter):
         return f"{x:g}"
 
 
-def plain_log_ticks(*axes: Axis) -> None:
-    """Plain-number labels on these log axes' major and minor ticks."""
-    for axis in axes:
-        axis.set_major_formatter(PlainLogFormatter())
-        axis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False))
+def plain_log_ticks(ax: Axes) -> None:
+    """Plain-number labels on the major and minor ticks of the panel's log axes."""
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log":
+            axis.set_major_formatter(PlainLogFormatter())
+            axis.set_minor_formatter(PlainLogFormatter(labelOnlyBase=False))
 
 
 def peak_roofs(name: str, entry: DeviceEntry, rows: pd.DataFrame) -> dict[float, list[str]]:
@@ -319,7 +319,7 @@ def draw(rows: pd.DataFrame, manifest: Manifest | ManifestJson) -> Figure:
             Line2D([], [], color="black", ls=":", lw=1.4, label="a CPU's read bandwidth per cache")
         )
     ax.set(**AXES, title="Dense matmul roofline, every device")
-    plain_log_ticks(ax.xaxis, ax.yaxis)
+    plain_log_ticks(ax)
     ax.legend(handles=handles, fontsize=11, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
@@ -394,7 +394,7 @@ def draw_sweeps(rows: pd.DataFrame, manifest: Manifest | ManifestJson) -> Figure
                     label=f"{dtype} {series}",
                 )
         ax.set(**AXES, title=f"{name}: measured ceilings ({copy_bw:.0f} GB/s copy)")
-        plain_log_ticks(ax.xaxis, ax.yaxis)
+        plain_log_ticks(ax)
         ax.legend(fontsize=8, loc="lower right")
         # A CPU's caches, after the legend (named along them), in grey: colour is the dtype's here.
         slopes = cache_slopes(name, manifest.devices[name], rows)
@@ -436,7 +436,7 @@ def draw_knobs(knobs: pd.DataFrame) -> Figure:
             )
         ax.axvline(1.0, color="black", lw=1)
         ax.set(xscale="log", xlabel="gain (variant / baseline TFLOP/s)", title=f"{name}: knobs")
-        plain_log_ticks(ax.xaxis)
+        plain_log_ticks(ax)
     handles = [
         Line2D([], [], color=turned[True], lw=8, label="the lab kernel turns it"),
         Line2D([], [], color=turned[False], lw=8, label="left unturned by the lab kernel"),
