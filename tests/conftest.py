@@ -271,13 +271,20 @@ def tracebacks_kept():
 
 
 @pytest.fixture(scope="session")
-def rendered_project(tmp_path_factory, worker_id) -> Path:
+def shared(tmp_path_factory, worker_id) -> Path:
+    """The temporary folder every pytest-xdist worker of this run sees (each worker's own
+    basetemp is beneath it): where what is made once for the run is made (tests.machines)."""
+    base = tmp_path_factory.getbasetemp()
+    return base if worker_id == "master" else base.parent
+
+
+@pytest.fixture(scope="session")
+def rendered_project(shared) -> Path:
     """The project rendered once on a machine with none of its devices (tests.machines), shared
     by every pytest-xdist worker: copy it (`rendered`) before changing it."""
     from tests.machines import rendered_once
 
-    shared = tmp_path_factory.getbasetemp()
-    return rendered_once(shared if worker_id == "master" else shared.parent)
+    return rendered_once(shared)
 
 
 @pytest.fixture

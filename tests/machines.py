@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -275,23 +276,33 @@ def changed_files(lab: Path) -> set[str]:
     return {line[3:] for line in out.splitlines()}
 
 
-def rendered_once(shared: Path) -> Path:
-    """A clone of the project whose `dvc repro` ran on a machine with none of its devices
-    (ELSEWHERE): every record pending, every deliverable rendered. Made once in `shared` (by
-    the first pytest-xdist worker to ask; the others wait for it, then read it); tests copy it
-    (`copied`), so none pays for a whole pipeline to get records to push."""
+def made_once(shared: Path, name: str, make: Callable[[Path], object]) -> Path:
+    """`shared/name`, made by `make` (given the empty folder) once for the whole test run: by
+    the first pytest-xdist worker to ask; the others wait for it, then read it. Tests copy what
+    they change (`copied`)."""
     from filelock import FileLock
 
-    made, done = shared / "rendered", shared / "rendered.done"
-    with FileLock(str(shared / "rendered.lock")):
+    made, done = shared / name, shared / f"{name}.done"
+    with FileLock(str(shared / f"{name}.lock")):
         if not done.exists():
             if made.exists():  # another worker's making failed part-way: made again, afresh
                 shutil.rmtree(made)
             made.mkdir()
-            laptop = clone(make_project(made), made / "laptop", pull=False)
-            dvc(laptop, "repro", hardware=ELSEWHERE)
+            make(made)
             done.write_text("made\n")
-    return made / "laptop"
+    return made
+
+
+def rendered_once(shared: Path) -> Path:
+    """A clone of the project whose `dvc repro` ran on a machine with none of its devices
+    (ELSEWHERE): every record pending, every deliverable rendered. Made once (`made_once`), so
+    no test pays for a whole pipeline to get records to push."""
+
+    def make(made: Path) -> None:
+        laptop = clone(make_project(made), made / "laptop", pull=False)
+        dvc(laptop, "repro", hardware=ELSEWHERE)
+
+    return made_once(shared, "rendered", make) / "laptop"
 
 
 def copied(project: Path, where: Path) -> Path:

@@ -26,6 +26,7 @@ from roofline.interpretation.aggregate import load_record
 from stages import RENDERED, aggregate
 from stages import run as run_stage
 from tests.golden import GPUS, HERE, gpu_record
+from tests.machines import made_once
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = ("conf", "roofline", "stages", "hydra_plugins")
@@ -83,14 +84,17 @@ def recorded(tmp_path_factory) -> Path:
     return make_project(tmp_path_factory.mktemp("recorded"))
 
 
-@pytest.fixture(scope="module")
-def rendered(recorded, tmp_path_factory) -> Path:
-    """A project with its deliverables, rendered as usual."""
-    project = tmp_path_factory.mktemp("rendered") / "project"
-    shutil.copytree(recorded, project)
-    for stage, done in zip(RENDER, render(project, {}), strict=True):
-        assert done.returncode == 0, f"{stage} failed:\n{done.stderr}"
-    return project
+@pytest.fixture(scope="session")
+def rendered(shared) -> Path:
+    """A project with its deliverables, rendered as usual: once for the run, whichever
+    pytest-xdist workers run the tests that copy it (`made_once`)."""
+
+    def make(project: Path) -> None:
+        make_project(project)
+        for stage, done in zip(RENDER, render(project, {}), strict=True):
+            assert done.returncode == 0, f"{stage} failed:\n{done.stderr}"
+
+    return made_once(shared, "recorded-and-rendered", make)
 
 
 @pytest.mark.slow  # render stages run as processes: scheduled with the long tests

@@ -28,6 +28,7 @@ from tests.machines import (
     copied,
     dvc,
     git,
+    made_once,
     make_project,
     measured_benchmarks,
     publish,
@@ -41,18 +42,10 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="session")
-def story(tmp_path_factory, worker_id):
+def story(shared):
     """The pod runs first and publishes; then the laptop pulls, runs and publishes. Told once
-    for all of pytest-xdist's workers: the first to ask tells it, the others wait and read."""
-    from filelock import FileLock
-
-    shared = tmp_path_factory.getbasetemp()
-    shared = shared if worker_id == "master" else shared.parent
-    told = shared / "story.json"
-    with FileLock(str(shared / "story.lock")):
-        if not told.exists():
-            told.write_text(json.dumps(tell_story(shared / "machines"), default=str))
-    said = json.loads(told.read_text())
+    for all of pytest-xdist's workers (`made_once`)."""
+    said = json.loads((made_once(shared, "story", tell_story) / "story.json").read_text())
     return {key: Path(v) if key in PLACES else v for key, v in said.items()}
 
 
@@ -66,10 +59,8 @@ def own_copy(story: dict, name: str) -> Path:
     return copied(story["laptop"], story["where"] / name)
 
 
-def tell_story(where: Path) -> dict:
-    if where.exists():  # another worker's telling failed part-way: tell it again, afresh
-        shutil.rmtree(where)
-    where.mkdir()
+def tell_story(where: Path) -> None:
+    """The story, told in `where`: what the tests read of it in where/story.json."""
     origin = make_project(where)
     pod = clone(origin, where / "pod", pull=False)
     pod_out = dvc(pod, "repro", hardware=POD)
@@ -78,7 +69,7 @@ def tell_story(where: Path) -> dict:
     pulled_podhost = raw(laptop, "podhost")
     laptop_out = dvc(laptop, "repro", hardware=LAPTOP)
     publish(laptop, "laptop: measure cpu")
-    return {
+    told = {
         "origin": origin,
         "where": where,
         "pod": pod,
@@ -87,6 +78,7 @@ def tell_story(where: Path) -> dict:
         "laptop_out": laptop_out,
         "pulled_podhost": pulled_podhost.decode(),
     }
+    (where / "story.json").write_text(json.dumps(told, default=str))
 
 
 def test_pod_running_first_measures_its_device_and_pends_the_rest(story):
@@ -163,9 +155,10 @@ def test_a_pods_host_cpu_never_takes_over_the_laptops_cpu(story):
 
 
 def test_another_laptop_keeps_the_recorded_cpu_until_told_to_replace_it(story):
+    # Up to the table (`dvc repro aggregate`): what is measured and kept is the subject.
     other = own_copy(story, "other-laptop")
     recorded = raw(other, "cpu")
-    out = dvc(other, "repro", hardware=OTHER_LAPTOP)
+    out = dvc(other, "repro", "aggregate", hardware=OTHER_LAPTOP)
     assert measured_benchmarks(out) == set()
     assert (
         "this machine has Other Laptop CPU (2 cores) but the results on record were measured on Laptop CPU"
@@ -179,7 +172,7 @@ def test_another_laptop_keeps_the_recorded_cpu_until_told_to_replace_it(story):
     assert (
         "replaced recorded hardware (Laptop CPU (2 cores)) with Other Laptop CPU (2 cores)" in out
     )
-    out = dvc(other, "repro", hardware=OTHER_LAPTOP)
+    out = dvc(other, "repro", "aggregate", hardware=OTHER_LAPTOP)
     assert measured_benchmarks(out) == {"cpu"}
     assert results(other, "cpu")["hardware"]["model"] == "Other Laptop CPU"
 
