@@ -4,14 +4,16 @@ share a git origin and a DVC remote, each told what hardware it has through $ROO
 The project has the real cpu and h100 devices plus `podhost`, a CPU device that only a pod has,
 so that a pod measures something the laptop must then keep."""
 
+import contextlib
 import importlib.machinery
 import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TextIO
 
 import yaml
 
@@ -74,15 +76,12 @@ PODHOST = {
 }
 
 
-def run(
-    cwd: Path,
-    *cmd: str,
-    hardware: dict | None = None,
-    check: bool = True,
-    env: dict[str, str | None] | None = None,
-):
-    """Run a command on a machine: its output, or (exit code, output) when check is False.
-    `env` adds variables, or removes those set to None."""
+def machine_env(
+    cwd: Path, hardware: dict | None = None, env: dict[str, str | None] | None = None
+) -> dict[str, str]:
+    """The environment a command runs in on a machine: this one's, with DVC's analytics off,
+    this Python's scripts first on PATH, the `hardware` described (in a file beside `cwd`), and
+    `env`, which adds variables or removes those set to None."""
     merged = dict(
         os.environ,
         DVC_NO_ANALYTICS="1",
@@ -97,6 +96,18 @@ def run(
             merged.pop(key, None)
         else:
             merged[key] = value
+    return merged
+
+
+def run(
+    cwd: Path,
+    *cmd: str,
+    hardware: dict | None = None,
+    check: bool = True,
+    env: dict[str, str | None] | None = None,
+):
+    """Run a command on a machine: its output, or (exit code, output) when check is False."""
+    merged = machine_env(cwd, hardware, env)
     done = subprocess.run(cmd, cwd=cwd, env=merged, capture_output=True, text=True)
     out = done.stdout + done.stderr
     if check and done.returncode != 0:
@@ -112,8 +123,106 @@ def gpu_check(out_dir: Path, machine: str, *options: str) -> tuple[int, str]:
     return run(ROOT, *script, env=env, check=False)
 
 
-def dvc(cwd: Path, *args: str, **kw):
-    return run(cwd, sys.executable, "-m", "dvc", *args, **kw)
+def dvc(
+    cwd: Path,
+    *args: str,
+    hardware: dict | None = None,
+    check: bool = True,
+    env: dict[str, str | None] | None = None,
+):
+    """`dvc ARGS` on a machine, as `run` runs a command: its output, or (exit code, output) when
+    check is False. In this process, through DVC's own `main` (as DVC's tests call it), in the
+    environment and folder `run` gives a process, with all it writes captured: a process of its
+    own took 0.6-1.0 CPU-s more (start-up and imports; `dvc status`, a no-op `dvc repro`), some
+    60 times a test run. The stages it runs are processes of their own, as ever."""
+    import tempfile
+
+    from dvc.cli import main
+
+    merged = machine_env(cwd, hardware, env)
+    with tempfile.TemporaryFile() as captured:
+        with (
+            open(captured.fileno(), "w", encoding="utf-8", buffering=1, closefd=False) as said,
+            writing_to(said),
+            environment(merged),
+            contextlib.chdir(cwd),
+            untraced(),
+        ):
+            code = main(list(args))
+        captured.seek(0)
+        out = captured.read().decode("utf-8", "replace")
+    if check and code != 0:
+        raise AssertionError(f"dvc {' '.join(args)} failed ({code}):\n{out}")
+    return out if check else (code, out)
+
+
+DVC_LOGGERS = ("dvc", "dvc_objects", "dvc_data")  # those dvc.logger.setup gives its handlers
+COLORAMA_STREAMS = ("orig_stdout", "orig_stderr", "wrapped_stdout", "wrapped_stderr")
+
+
+@contextlib.contextmanager
+def writing_to(said: TextIO) -> Iterator[None]:
+    """All this process and the processes it starts write, into `said`, in the order written:
+    file descriptors 1 and 2, sys.stdout and sys.stderr, and the streams DVC keeps from when it
+    was first imported (pytest's): its console handlers', and colorama's, which DVC's styled
+    output puts back in sys.stdout (dvc.ui.disable_colorama)."""
+    import logging
+
+    import colorama.initialise
+
+    handlers = [h for name in DVC_LOGGERS for h in logging.getLogger(name).handlers]
+    kept_streams = [h.stream for h in handlers]
+    kept_colorama = {name: getattr(colorama.initialise, name) for name in COLORAMA_STREAMS}
+    sys.stdout.flush()
+    sys.stderr.flush()
+    kept_fds = os.dup(1), os.dup(2)
+    try:
+        for fd in (1, 2):
+            os.dup2(said.fileno(), fd)
+        for handler in handlers:
+            handler.setStream(said)
+        for name in COLORAMA_STREAMS:
+            setattr(colorama.initialise, name, said)
+        with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+            yield
+    finally:
+        said.flush()
+        for name, stream in kept_colorama.items():
+            setattr(colorama.initialise, name, stream)
+        for handler, stream in zip(handlers, kept_streams, strict=True):
+            handler.setStream(stream)
+        for fd, kept in zip((1, 2), kept_fds, strict=True):
+            os.dup2(kept, fd)
+            os.close(kept)
+
+
+@contextlib.contextmanager
+def environment(variables: dict[str, str]) -> Iterator[None]:
+    """os.environ set to `variables` for the block (what the processes started in it inherit)."""
+    kept = dict(os.environ)
+    os.environ.clear()
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(kept)
+
+
+@contextlib.contextmanager
+def untraced() -> Iterator[None]:
+    """Coverage's tracer, where pytest-cov runs one, paused for the block: DVC's code is not
+    what it measures, and a traced DVC took longer than its own process."""
+    measuring = sys.modules.get("coverage")  # imported by pytest-cov only under --cov
+    tracer = measuring.Coverage.current() if measuring else None
+    tracing = tracer is not None and sys.gettrace() is not None
+    if tracing:
+        tracer.stop()
+    try:
+        yield
+    finally:
+        if tracing:
+            tracer.start()
 
 
 def git(cwd: Path, *args: str) -> str:
