@@ -1,5 +1,6 @@
 """Shared helpers: devices built through the real schema, hardware described in JSON."""
 
+import contextlib
 import os
 import sys
 from pathlib import Path
@@ -7,7 +8,7 @@ from pathlib import Path
 import cpuinfo
 import pytest
 
-from tests.machines import AMDSMI_INSTALLED, NO_AMDSMI, PLAYED_CACHES, POSIX
+from tests.machines import AMDSMI_INSTALLED, NO_AMDSMI, PLAYED_CACHES, POSIX, untraced
 
 os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 # OpenMP's threads (torch's, in the workers and in every stage they start) wait for the next
@@ -166,14 +167,8 @@ GPU_SIDE_TESTS = frozenset(
 def pytest_runtest_protocol(item, nextitem):
     """A test outside GPU_SIDE_TESTS runs, set-up to tear-down, with coverage's tracer stopped
     (where pytest-cov started one)."""
-    measuring = sys.modules.get("coverage")  # imported by pytest-cov only under --cov
-    tracer = measuring.Coverage.current() if measuring else None
-    untraced = tracer is not None and item.path.stem not in GPU_SIDE_TESTS
-    if untraced:
-        tracer.stop()
-    yield
-    if untraced:
-        tracer.start()
+    with contextlib.nullcontext() if item.path.stem in GPU_SIDE_TESTS else untraced():
+        yield
 
 
 def pytest_collection_modifyitems(config, items):

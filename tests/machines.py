@@ -211,8 +211,9 @@ def environment(variables: dict[str, str]) -> Iterator[None]:
 
 @contextlib.contextmanager
 def untraced() -> Iterator[None]:
-    """Coverage's tracer, where pytest-cov runs one, paused for the block: DVC's code is not
-    what it measures, and a traced DVC took longer than its own process."""
+    """Coverage's tracer, where pytest-cov runs one, paused for the block: around each test
+    outside GPU_SIDE_TESTS (tests/conftest.py), and around DVC run in this process, whose code
+    is not what it measures (a traced DVC took longer than its own process)."""
     measuring = sys.modules.get("coverage")  # imported by pytest-cov only under --cov
     tracer = measuring.Coverage.current() if measuring else None
     tracing = tracer is not None and sys.gettrace() is not None
