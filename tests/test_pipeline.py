@@ -6,7 +6,6 @@ real, on this CPU, at tiny sizes."""
 
 import csv
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from tests.machines import (
     copied,
     dvc,
     git,
+    machine_env,
     made_once,
     make_project,
     measured_benchmarks,
@@ -599,17 +599,11 @@ def test_a_deleted_cache_re_measures_nothing_and_names_dvc_pull(story):
 def test_two_clones_measuring_one_device_at_once_take_turns(story):
     # As `dvc queue start -j 2` or two clones would: the same device's benchmark, at once.
     clones = [own_copy(story, f"turns-{i}") for i in range(2)]
-    hardware = story["where"] / "turns-hardware.json"
-    hardware.write_text(json.dumps(LAPTOP))
     # The device's hold is machine-wide: a private folder for it keeps another test's CPU
     # benchmark on this machine out of these two's turns.
     private = story["where"] / "turns-tmp"
     private.mkdir()
-    env = os.environ | {
-        "ROOFLINE_HARDWARE": str(hardware),
-        "DVC_NO_ANALYTICS": "1",
-        "ROOFLINE_HOLD_DIR": str(private),
-    }
+    env = machine_env(clones[0], LAPTOP, {"ROOFLINE_HOLD_DIR": str(private)})
     target = f"{DEVICES}/cpu/dvc.yaml:benchmark"
     cmd = [sys.executable, "-m", "dvc", "repro", "--force", "--single-item", target]
     both = [
