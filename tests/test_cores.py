@@ -278,9 +278,12 @@ def test_a_fenced_run_measures_one_core_and_a_plain_run_after_it_measures_them_a
     fenced = with_played_caches(facts_under("taskset", "-c", str(CPUS[0])))
     whole = with_played_caches(facts_under())
     # Up to the table the cores are read from (`dvc repro aggregate`): the pages it renders
-    # into are other tests' subject, and two renders cost 5 CPU-s.
-    repro = (sys.executable, "-m", "dvc", "repro", "aggregate")
-    run(project, "taskset", "-c", str(CPUS[0]), *repro, hardware=fenced)
+    # into are other tests' subject, and two renders cost 5 CPU-s. The fenced run is a process
+    # of its own, under taskset; the plain one runs in this process, as `dvc` does.
+    repro = ("repro", "aggregate")
+    run(
+        project, "taskset", "-c", str(CPUS[0]), sys.executable, "-m", "dvc", *repro, hardware=fenced
+    )
     fenced = results(project, "cpu")
     assert (fenced["found"]["logical_cores"], fenced["found"]["physical_cores"]) == (1, 1)
     assert fenced["run"]["threads"] == 1 and fenced["hardware"]["usable_cores"] == 1
@@ -293,7 +296,7 @@ def test_a_fenced_run_measures_one_core_and_a_plain_run_after_it_measures_them_a
     # The computed peak counts the cores the run had (at the clock set in conf, or the one its
     # FMA ceiling implies).
     assert all(s.startswith("1 cores x ") for s in peak_sources())
-    said = run(project, *repro, hardware=whole)
+    said = dvc(project, *repro, hardware=whole)
     assert "its results were measured with 1 cores usable: measuring it with" in said
     whole = results(project, "cpu")
     cores = whole["found"]["logical_cores"]
@@ -312,7 +315,7 @@ def test_a_run_with_a_competitor_throughout_shows_no_mfu_above_100_percent(tmp_p
     import csv
     import re
 
-    from tests.machines import DEVICES, PLAYED_CACHES, clone, compose, make_project, run
+    from tests.machines import DEVICES, PLAYED_CACHES, clone, compose, dvc, make_project
 
     # No GPU device: its four stages would only pend, and the CPU is the subject.
     project = clone(make_project(tmp_path, gpus=()), tmp_path / "laptop", pull=False)
@@ -331,18 +334,8 @@ def test_a_run_with_a_competitor_throughout_shows_no_mfu_above_100_percent(tmp_p
     # One process fewer than the CPUs already leaves every window at most (n)/(2n - 1) of a
     # CPU (2/3 on two), and slows the other tests running beside it less.
     with competitors(max(1, len(CPUS) - 1)):  # for the whole of the cpu's measurement
-        run(
-            project,
-            sys.executable,
-            "-m",
-            "dvc",
-            "repro",
-            f"{DEVICES}/cpu/dvc.yaml",
-            hardware=described,
-        )
-    run(
-        project, sys.executable, "-m", "dvc", "repro", hardware=described
-    )  # the rest, and the deliverables
+        dvc(project, "repro", f"{DEVICES}/cpu/dvc.yaml", hardware=described)
+    dvc(project, "repro", hardware=described)  # the rest, and the deliverables
     out = project / "experiments/x4-roofline"
     found = json.loads((out / "devices/cpu/results.json").read_text(encoding="utf-8"))
     # The FMA ceiling shared every window: not used, so it cannot lift the peak either.
