@@ -252,6 +252,7 @@ def raw(clone: Path, device: str) -> bytes:
     return (clone / DEVICES / device / "results.json").read_bytes()
 
 
+@untraced()  # no GPU-side code: git, DVC's API, Hydra's composition
 def make_project(
     where: Path,
     remote: str | None = None,
@@ -315,6 +316,7 @@ def make_project(
     return where / "origin.git"
 
 
+@untraced()  # Hydra's composition, no GPU-side code
 def compose(project: Path, *overrides: str) -> str:
     """`uv run python -m roofline.compose [overrides]` in `project`, as a user runs it after
     editing conf/: its output. In this process (a process of its own took 0.75 CPU-s), with this

@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from tests.machines import DEVICES, add_device, changed_files, copy_lab, run
+from tests.machines import DEVICES, add_device, changed_files, compose, copy_lab, run
 
 pytestmark = pytest.mark.slow  # a copy of the lab, composed, and its own pytest (~20 s)
 
@@ -60,7 +60,7 @@ def test_a_new_device_a_price_and_a_sku_line_need_no_test_or_golden_edit(tmp_pat
     by_hand = {"conf/config.yaml", "conf/device/b200.yaml", "conf/device/h100.yaml"}
     assert changed_files(lab) == by_hand | {"conf/device/h200.yaml"}
 
-    run(lab, sys.executable, "-m", "roofline.compose")
+    compose(lab)  # `uv run python -m roofline.compose`, in this process (tests/machines.py)
     generated = changed_files(lab) - by_hand - {"conf/device/h200.yaml"}
     assert generated == {
         "params.yaml",
