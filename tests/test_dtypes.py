@@ -72,7 +72,9 @@ def test_a_float8_pair_makes_b_in_its_own_dtype_and_shares_the_datasheets_fp8_fi
         32, 32, 32, "played_pair", "cpu", seed=0, check_rows=4, cache_bytes=0
     )
     assert prepared.check_error <= pair.tolerance
-    a, b = matmul._operands(32, 32, 32, "played_pair", "cpu", torch.Generator().manual_seed(0))
+    [(a, b)] = matmul.operand_sets(
+        32, 32, 32, "played_pair", "cpu", torch.Generator().manual_seed(0)
+    )
     assert (a.dtype, b.dtype, b.stride(0)) == (torch.float8_e5m2, torch.float8_e4m3fn, 1)
     # The FP8 figure where the line names none for the pair; the line's own where it does.
     line = {"float16": 989.4, "float8_e4m3fn": 1978.9, "played_pair": None}

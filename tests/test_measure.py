@@ -81,8 +81,29 @@ def test_a_wrong_kernel_is_refused_and_never_timed(monkeypatch):
 
 
 def test_inputs_are_random_never_zero():
-    a, b = matmul._operands(8, 8, 8, "float16", "cpu", torch.Generator().manual_seed(0))
+    [(a, b)] = matmul.operand_sets(8, 8, 8, "float16", "cpu", torch.Generator().manual_seed(0))
     assert a.dtype == torch.float16 and (a != 0).float().mean() > 0.9 and b.std() > 0.5
+
+
+def test_operand_sets_are_distinct_matrices_each_starting_aligned():
+    gen = torch.Generator().manual_seed(0)
+    sets = matmul.operand_sets(3, 5, 7, "float16", "cpu", gen, sets=4)
+    assert len(sets) == 4
+    first = sets[0][0].data_ptr()
+    for a, b in sets:
+        assert (a.shape, b.shape, a.dtype, b.dtype) == (
+            (3, 7),
+            (7, 5),
+            torch.float16,
+            torch.float16,
+        )
+        assert a.is_contiguous() and b.is_contiguous()
+        # 42 bytes of A a set, yet each set starts where a tensor of its own would.
+        assert (a.data_ptr() - first) % matmul.SET_ALIGN_BYTES == 0
+    assert len({a.data_ptr() for a, _ in sets}) == 4
+    assert not torch.equal(sets[0][0], sets[1][0]) and not torch.equal(sets[0][1], sets[1][1])
+    ones = matmul.operand_sets(3, 5, 7, "float16", "cpu", gen, sets=2, constant=True)
+    assert all(bool((a == 1).all() and (b == 1).all()) for a, b in ones)
 
 
 def test_copy_is_timed():
@@ -210,7 +231,9 @@ def test_progress_bar_only_on_a_terminal(monkeypatch, capsys):
 
 def test_float8_goes_through_torchs_scaled_matmul_with_a_bfloat16_product():
     # torch runs float8 scaled matmuls on the CPU too, slowly: enough to check the call itself.
-    a, b = matmul._operands(32, 16, 64, "float8_e4m3fn", "cpu", torch.Generator().manual_seed(0))
+    [(a, b)] = matmul.operand_sets(
+        32, 16, 64, "float8_e4m3fn", "cpu", torch.Generator().manual_seed(0)
+    )
     c = matmul.matmul_fn("float8_e4m3fn", "cpu")(a, b)
     assert c.dtype == torch.bfloat16 and c.shape == (32, 16)
     assert matmul.check_product(a, b, c, 8, torch.Generator().manual_seed(1)) < 2e-2

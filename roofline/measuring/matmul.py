@@ -17,6 +17,9 @@ from roofline.device.timing import TimedWindow, sample
 
 # Operand sets to rotate through at most (tiny shapes against a large cache).
 MAX_SETS = 4096
+# Where each operand set starts, cut from one allocation: where a tensor of its own would
+# (torch's CUDA allocator rounds blocks to 512 bytes), so its kernels read it as aligned.
+SET_ALIGN_BYTES = 512
 
 
 class WrongResult(Exception):
@@ -100,24 +103,39 @@ def float32_math(dtype: str) -> Iterator[None]:
         torch.set_float32_matmul_precision(before)
 
 
-def _operands(
-    m: int, n: int, k: int, dtype: str, device: str, gen: torch.Generator, constant: bool = False
-):
-    """Random normal inputs (never zeros: they run faster) rounded to the dtype; or, `constant`,
-    every element 1 (bits that never toggle: the data's own power, measured apart, and the
-    product still checked, every element of it K)."""
+def operand_sets(
+    m: int,
+    n: int,
+    k: int,
+    dtype: str,
+    device: str,
+    gen: torch.Generator,
+    sets: int = 1,
+    constant: bool = False,
+) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """`sets` pairs (A, B) of random normal inputs (never zeros: they run faster) rounded to the
+    dtype; or, `constant`, every element 1 (bits that never toggle: the data's own power,
+    measured apart, and the product still checked, every element of it K). Each operand made
+    for every set at once: the thousands of sets a small shape rotates through past a GPU's L2
+    were four launches each."""
     d = DTYPES[dtype]
 
-    def made(rows: int, cols: int) -> torch.Tensor:
+    def made(rows: int, cols: int, to: torch.dtype) -> list[torch.Tensor]:
+        # Each set starts on SET_ALIGN_BYTES, as a tensor of its own does.
+        per = rows * cols
+        stride = -(-per * to.itemsize // SET_ALIGN_BYTES) * SET_ALIGN_BYTES // to.itemsize
         if constant:
-            return torch.ones(rows, cols, device=device)
-        return torch.randn(rows, cols, device=device, generator=gen)
+            whole = torch.ones(sets, stride, device=device)
+        else:
+            whole = torch.randn(sets, stride, device=device, generator=gen)
+        whole = whole.to(to)
+        return [whole[i, :per].view(rows, cols) for i in range(sets)]
 
-    a = made(m, k).to(torch_dtype(dtype))
+    a = made(m, k, torch_dtype(dtype))
     to_b = getattr(torch, d.b_torch)
     if d.b_layout == "column-major":
-        return a, made(n, k).to(to_b).t()
-    return a, made(k, n).to(to_b)
+        return list(zip(a, (b.t() for b in made(n, k, to_b)), strict=True))
+    return list(zip(a, made(k, n, to_b), strict=True))
 
 
 def matmul_fn(
@@ -200,7 +218,7 @@ def prepare_matmul(
     gen = torch.Generator(device=device).manual_seed(seed)
     if sets is None:
         sets = min(MAX_SETS, buffer_sets(matmul_bytes(m, n, k, dtype), cache_bytes or 0))
-    inputs = [_operands(m, n, k, dtype, device, gen, constant) for _ in range(sets)]
+    inputs = operand_sets(m, n, k, dtype, device, gen, sets, constant)
     library = backends.backend(backend, matmul_fn(dtype, device, fast_accum))
     operands = [library.operands(a, b) for a, b in inputs]
     mm = library.matmul
