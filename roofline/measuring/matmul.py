@@ -120,22 +120,23 @@ def operand_sets(
     were four launches each."""
     d = DTYPES[dtype]
 
-    def made(rows: int, cols: int, to: torch.dtype) -> list[torch.Tensor]:
-        # Each set starts on SET_ALIGN_BYTES, as a tensor of its own does.
+    def made(rows: int, cols: int, to: torch.dtype) -> torch.Tensor:
+        """[set, row, col], each set starting on SET_ALIGN_BYTES, as a tensor of its own does."""
         per = rows * cols
         stride = -(-per * to.itemsize // SET_ALIGN_BYTES) * SET_ALIGN_BYTES // to.itemsize
         if constant:
             whole = torch.ones(sets, stride, device=device)
         else:
             whole = torch.randn(sets, stride, device=device, generator=gen)
-        whole = whole.to(to)
-        return [whole[i, :per].view(rows, cols) for i in range(sets)]
+        return whole.to(to)[:, :per].view(sets, rows, cols)
 
-    a = made(m, k, torch_dtype(dtype))
+    a = made(m, k, torch_dtype(dtype)).unbind()
     to_b = getattr(torch, d.b_torch)
     if d.b_layout == "column-major":
-        return list(zip(a, (b.t() for b in made(n, k, to_b)), strict=True))
-    return list(zip(a, made(k, n, to_b), strict=True))
+        b = made(n, k, to_b).transpose(1, 2).unbind()
+    else:
+        b = made(k, n, to_b).unbind()
+    return list(zip(a, b, strict=True))
 
 
 def matmul_fn(
