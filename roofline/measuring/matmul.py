@@ -3,6 +3,7 @@
 Device-agnostic: the same code runs on every kind of device (roofline.device.kinds)."""
 
 import contextlib
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -123,7 +124,8 @@ def operand_sets(
     def made(rows: int, cols: int, to: torch.dtype) -> torch.Tensor:
         """[set, row, col], each set starting on SET_ALIGN_BYTES, as a tensor of its own does."""
         per = rows * cols
-        stride = -(-per * to.itemsize // SET_ALIGN_BYTES) * SET_ALIGN_BYTES // to.itemsize
+        aligned = math.ceil(per * to.itemsize / SET_ALIGN_BYTES) * SET_ALIGN_BYTES
+        stride = aligned // to.itemsize  # elements from one set's start to the next
         if constant:
             whole = torch.ones(sets, stride, device=device)
         else:
