@@ -2,12 +2,13 @@
 answers worked by hand."""
 
 import dataclasses
+import math
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 
-from roofline.interpretation.breakdown import MicroKernel, Step, StepId, Threading, breakdown
+from roofline.interpretation.breakdown import StepId, breakdown, gap_shares
 from roofline.interpretation.ceilings import (
     Ceiling,
     measured_ceilings,
@@ -17,7 +18,7 @@ from roofline.interpretation.ceilings import (
     wave_quantisation,
     why,
 )
-from roofline.interpretation.manifest import Fma
+from roofline.interpretation.manifest import CpuSteps, Fma, FmaClock, SideFigure
 from tests.conftest import empty_row, measured_row
 from tests.fakes.cuda.played_cuda import SM90_KERNELS
 
@@ -137,7 +138,7 @@ def test_gpu_breakdown_from_peak_to_achieved():
     steps = breakdown(head, ceiling, "cuda", 132, peak_clock_mhz=1830)
     assert [s.label for s in steps] == [
         "dense peak",
-        "at the SM clock under load",
+        "the clock under load",
         "measured compute ceiling",
         "tile and wave quantisation",
         "achieved",
@@ -151,7 +152,7 @@ def test_gpu_breakdown_from_peak_to_achieved():
     ]
     assert steps[1].tflops == pytest.approx(989.4 * 1650 / 1830)
     assert "(90.2%)" in steps[1].note and "1830 MHz the datasheet peak assumes" in steps[1].note
-    assert "85.2% of the step above (at the SM clock under load)" in steps[2].note  # 760 / 892.1
+    assert "85.2% of the step above (the clock under load)" in steps[2].note  # 760 / 892.1
     # 12288^2: 96 x 48 = 4608 tiles, 35 waves (4620 slots); 8192^2: 2048 tiles, 16 waves (2112).
     assert steps[3].tflops == pytest.approx(760 * (2048 / 2112) / (4608 / 4620))
     assert (
@@ -160,143 +161,117 @@ def test_gpu_breakdown_from_peak_to_achieved():
     )
 
 
-def test_cpu_breakdown_goes_through_the_measured_fma_ceiling():
-    head = SimpleNamespace(
-        m=8192,
-        n=8192,
-        k=8192,
-        dtype="float32",
-        peak_tflops=0.5,
-        peak_source="computed",
-        sm_clock_mhz=float("nan"),
-        sm_clock_max_mhz=float("nan"),
-        achieved_tflops=0.32,
-    )
-    best = Ceiling(0.34, (4096, 4096, 2048), "best-shape", "torch")
-    fma = Fma(400.0, "AVX-512 (512-bit)", recorded={"per_core_gflops": [200.0, 200.0]})
-    steps = breakdown(head, best, "cpu", None, fma)
-    assert [s.label for s in steps] == [
-        "dense peak",
-        "measured FMA ceiling",
-        "threading across the cores",  # not measured without the knobs: no number
-        "the kernel on one core",  # ...nor this
-        "measured compute ceiling",
-        "achieved",
+def cpu_head(achieved: float = 0.25) -> SimpleNamespace:
+    return SimpleNamespace(
+        m=8192, n=8192, k=8192, dtype="float32", peak_tflops=0.5, peak_source="computed",
+        sm_clock_mhz=float("nan"), sm_clock_max_mhz=float("nan"), achieved_tflops=achieved,
+    )  # fmt: skip
+
+
+def cpu_sides(every=0.28, one=0.15, in_l2=0.18, spreads=(0.01, 0.01, 0.01), threads=2):
+    figures = [
+        SideFigure(rate, spread) for rate, spread in zip((every, one, in_l2), spreads, strict=True)
     ]
-    assert steps[2].tflops is None and steps[3].tflops is None
-    del steps[2:4]
-    assert steps[1] == Step(
-        StepId.FMA,
-        0.4,
-        "every core at once, AVX-512 (512-bit): 80.0% of the step above (dense peak)",
-    )
-    assert steps[1].label == "measured FMA ceiling"
-    assert "85.0% of the step above (measured FMA ceiling)" in steps[2].note  # 0.34 / 0.4
-    assert "achieved is 94.1% of the step above (measured compute ceiling)" in steps[3].note
-    # Where nothing could compile the FMA kernel, the step says so and carries no number.
-    unmeasured = Fma(None, "AVX2", "not measured: no C compiler here")
-    steps = breakdown(head, best, "cpu", None, unmeasured)
-    assert steps[1].tflops is None and steps[1].note == "not measured: no C compiler here"
-    assert "68.0% of the step above (dense peak)" in steps[4].note  # 0.34 / 0.5
+    return CpuSteps("numpy", threads, [4096, 4096, 4096], [192, 192, 192], *figures)
 
 
-def test_a_cpus_kernel_on_one_core_splits_into_its_micro_kernel_and_packing_where_measured():
-    head = SimpleNamespace(
-        m=8192,
-        n=8192,
-        k=8192,
-        dtype="float32",
-        peak_tflops=0.5,
-        peak_source="computed",
-        sm_clock_mhz=float("nan"),
-        sm_clock_max_mhz=float("nan"),
-        achieved_tflops=0.25,
-    )
-    itself = Ceiling(0.25, (8192, 8192, 8192), "lab", "torch")
-    fma = Fma(400.0, "AVX-512 (512-bit)")  # 0.2 TFLOP/s a core on two
-    threading = Threading(1.8, 2, (2048, 2048, 2048), 0.15)
-    micro = MicroKernel((2048, 2048, 2048), 0.15, (192, 192, 192), 0.18, 2)
-    steps = breakdown(head, itself, "cpu", None, fma, threading=threading, micro=micro)
+ITSELF = Ceiling(0.25, (8192, 8192, 8192), "lab", "numpy")
+FMA = Fma(400.0, "AVX-512 (512-bit)")  # 0.2 TFLOP/s a core on two
+UNDER_FMA = FmaClock(3.8, "AVX-512 (512-bit)", spread=0.005)
+
+
+def test_a_cpus_steps_are_measured_factors_that_multiply_to_the_achieved_figure():
+    cpu = (FMA, UNDER_FMA, 4.0, cpu_sides())
+    steps = breakdown(cpu_head(), ITSELF, "cpu", None, cpu=cpu)
     assert [s.id for s in steps] == [
         StepId.PEAK,
+        StepId.CLOCK,
         StepId.FMA,
         StepId.THREADS,
         StepId.MICRO_KERNEL,
         StepId.PACKING,
-        StepId.CEILING,
         StepId.ACHIEVED,
     ]
-    # By hand: 0.4 x 1.8/2 = 0.36; x 0.18/0.2 = 0.324 (90% of a core); x 0.15/0.18 = 0.27.
-    assert [s.tflops for s in steps[1:5]] == pytest.approx([0.4, 0.36, 0.324, 0.27])
-    assert steps[3].note == (
-        "one thread reached 0.18 TFLOP/s at 192x192x192 (its operands in L2): 90.0% of one "
-        "core's FMA ceiling (0.2)"
+    # By hand: 0.5 x 3.8/4 = 0.475; the FMA ceiling 0.4 (84.2% of it); x 0.28/(2 x 0.15) =
+    # 0.3733; x 0.18/0.2 = 0.336; x 0.15/0.18 = 0.28, every thread's own rate; then 0.25.
+    factors = [0.95, 0.4 / 0.475, 0.28 / 0.3, 0.9, 0.15 / 0.18, 0.25 / 0.28]
+    assert [s.factor for s in steps[1:]] == pytest.approx(factors)
+    assert [s.tflops for s in steps[1:6]] == pytest.approx([0.475, 0.4, 0.3733, 0.336, 0.28], 1e-3)
+    assert math.prod(s.factor for s in steps[1:]) == pytest.approx(0.25 / 0.5)
+    assert steps[1].note == (
+        "under AVX-512 (512-bit) FMAs every core ran at 3.80 GHz, 95.0% of the 4.00 GHz plain "
+        "code runs at"
     )
-    assert (
-        steps[4].note
-        == "one thread reached 0.15 TFLOP/s at 2048x2048x2048, 83.3% of its 0.18 in L2"
-    )
-    # Without the split, the one step it replaces; a kernel faster at the larger shape loses
-    # nothing to packing (capped at 100%, as the other steps are).
-    whole = breakdown(head, itself, "cpu", None, fma, threading=threading)
-    assert [s.id for s in whole][3:5] == [StepId.ONE_CORE, StepId.CEILING]
-    assert whole[3].tflops == pytest.approx(0.36 * 0.15 / 0.2)
-    faster = MicroKernel((2048, 2048, 2048), 0.19, (192, 192, 192), 0.18, 2)
-    steps = breakdown(head, itself, "cpu", None, fma, threading=threading, micro=faster)
-    # ...and its kernel's own rate is the larger shape's: 0.36 x 0.19/0.2 = 0.342.
-    assert steps[3].tflops == pytest.approx(0.342) and steps[4].tflops == steps[3].tflops
     assert steps[3].note == (
-        "one thread reached 0.19 TFLOP/s at 2048x2048x2048, and 0.18 TFLOP/s at 192x192x192 "
-        "with its operands in L2: 95.0% of one core's FMA ceiling (0.2)"
+        "numpy at 4096x4096x4096: 2 threads ran 1.87x one thread, 93.3% of perfect scaling"
     )
     assert steps[4].note == (
-        "none measurable: one thread at 2048x2048x2048 was no slower than with its operands in L2"
+        "numpy on one thread with its operands in L2 (192x192x192): 0.18 TFLOP/s, 90.0% of one "
+        "core's share of the FMA ceiling (0.2)"
     )
-    # No FMA ceiling: the micro-kernel has nothing to be held to, and says so.
+    assert steps[6].note == (
+        "what remains (the lab's 8192x8192x8192 against the breakdown's 4096x4096x4096): "
+        "achieved is 89.3% of the step above"
+    )
+    # Each step's share of the gap: the log of its factor over log(0.25 / 0.5); they add to 1.
+    shares = gap_shares(steps)
+    assert sum(g.share for g in shares) == pytest.approx(1.0)
+    assert shares[0].share == pytest.approx(math.log(0.95) / math.log(0.5))
+
+
+def test_a_step_noisier_than_its_effect_carries_no_number_and_names_no_cause():
+    # Threading measured 93.3% of perfect scaling, but one side's rounds spread 12%: noisier
+    # than its 6.7% effect, so it says so, and the chain still ends at the achieved figure.
+    noisy = cpu_sides(spreads=(0.02, 0.12, 0.01))
+    steps = breakdown(cpu_head(), ITSELF, "cpu", None, cpu=(FMA, UNDER_FMA, 4.0, noisy))
+    threads = steps[3]
+    assert threads.id is StepId.THREADS and threads.tflops is None and threads.too_noisy
+    assert threads.note.endswith("; too noisy to tell (spread 12.0%, effect 6.7%)")
+    assert steps[4].tflops == pytest.approx(0.336)  # the chain goes through it
+    assert math.prod(s.factor for s in steps[1:]) == pytest.approx(0.5)
+    # The micro-kernel's 10% loss stands beside a 5% spread; at 11% it would not.
+    louder = cpu_sides(spreads=(0.02, 0.02, 0.11))
+    micro = breakdown(cpu_head(), ITSELF, "cpu", None, cpu=(FMA, UNDER_FMA, 4.0, louder))[4]
+    assert micro.too_noisy and micro.tflops is None
+
+
+def test_a_cpu_without_a_compiler_or_sides_says_what_was_not_measured():
     steps = breakdown(
-        head,
-        itself,
+        cpu_head(),
+        ITSELF,
         "cpu",
         None,
-        Fma(None, "AVX2", "not measured: no C compiler"),
-        threading=threading,
-        micro=micro,
+        cpu=(Fma(None, "AVX2", "not measured: no C compiler here"), None, None, None),
     )
-    assert (
-        steps[3].tflops is None and steps[3].note == "no FMA ceiling to hold one core's kernel to"
+    assert [(s.id, s.tflops) for s in steps[1:6]] == [
+        (StepId.CLOCK, None),
+        (StepId.FMA, None),
+        (StepId.THREADS, None),
+        (StepId.MICRO_KERNEL, None),
+        (StepId.PACKING, None),
+    ]
+    assert steps[2].note == "not measured: no C compiler here"
+    assert steps[3].note == "not measured: not measured by this record's run (an older one)"
+    # The achieved step keeps the whole gap: nothing measured explains any of it.
+    assert [(g.step.id, g.share) for g in gap_shares(steps)] == [(StepId.ACHIEVED, 1.0)]
+    # Sides without an FMA ceiling: one thread is held to one core's share of the dense peak.
+    steps = breakdown(
+        cpu_head(), ITSELF, "cpu", None, cpu=(Fma(None, "AVX2", "no"), None, None, cpu_sides())
     )
+    assert "of one core's share of the dense peak (0.25)" in steps[4].note
 
 
-def test_a_step_below_what_the_kernel_itself_reached_bounds_nothing_and_says_so():
-    # This repo's EPYC VM: the knobs' one thread (torch, 2048^3 and 192^3 in L2) ran slower per
-    # core than the lab's kernel (numpy, 8192^3, every core) did, so the chain's micro-kernel
-    # step fell below the achieved figure: measured apart from the kernel, it bounds nothing.
-    head = SimpleNamespace(
-        m=8192, n=8192, k=8192, dtype="float32", peak_tflops=0.2341, peak_source="computed",
-        sm_clock_mhz=float("nan"), sm_clock_max_mhz=float("nan"), achieved_tflops=0.2055,
-    )  # fmt: skip
-    itself = Ceiling(0.2055, (8192, 8192, 8192), "lab", "numpy")
-    fma = Fma(234.1, "AVX-512 (512-bit)")
-    threading = Threading(1.868, 2, (2048, 2048, 2048), 0.0956)
-    micro = MicroKernel((2048, 2048, 2048), 0.0929, (192, 192, 192), 0.0839, 2)
-    steps = breakdown(head, itself, "cpu", None, fma, threading=threading, micro=micro)
-    by_id = {s.id: s for s in steps}
-    assert by_id[StepId.THREADS].tflops == pytest.approx(0.2341 * 1.868 / 2)  # 0.2187: a bound
-    micro_step, packing = by_id[StepId.MICRO_KERNEL], by_id[StepId.PACKING]
-    assert micro_step.tflops is None and micro_step.refuted and packing.refuted
-    assert micro_step.note.startswith("one thread reached 0.0929 TFLOP/s at 2048x2048x2048")
-    assert micro_step.note.endswith(
-        "; bounds nothing: 0.1735 TFLOP/s, below the 0.2055 the kernel itself reached (measured "
-        "apart from it: another shape or library)"
+def test_one_core_shares_nothing_and_a_library_past_the_fma_units_is_said_to_be():
+    # Fenced to one core (taskset -c 0); and Accelerate on a Mac, whose matrix units outrun
+    # the FMA units the ceiling measures.
+    alone = cpu_sides(every=0.15, one=0.15, in_l2=0.3, threads=1)
+    fma = Fma(200.0, "128-bit (SSE / NEON)")
+    steps = breakdown(cpu_head(0.15), ITSELF, "cpu", None, cpu=(fma, None, None, alone))
+    assert steps[3].note == "one thread: nothing to share" and steps[3].factor == 1.0
+    assert steps[4].factor == pytest.approx(1.5) and steps[4].note.endswith(
+        ": above it, so the library runs on units that ceiling does not measure"
     )
-    assert packing.tflops is None and "the same two sides as the micro-kernel" in packing.note
-    # What remains is a share of the last step that bounds it, never above 100%.
-    assert "achieved is 94.0% of the step above (threading across the cores)" in steps[-1].note
-    # A step at or above the achieved figure stands.
-    slower = SimpleNamespace(**vars(head) | {"achieved_tflops": 0.17})
-    kept = breakdown(slower, itself, "cpu", None, fma, threading=threading, micro=micro)
-    assert not any(s.refuted for s in kept)
-    assert {s.id: s for s in kept}[StepId.MICRO_KERNEL].tflops == pytest.approx(0.1735, abs=1e-4)
+    assert math.prod(s.factor for s in steps[1:] if s.factor) == pytest.approx(0.15 / 0.5)
 
 
 def test_a_gpus_own_counters_split_the_kernel_below_its_clock_in_place_of_the_models():

@@ -19,7 +19,7 @@ from roofline.core.measurement import (
     measurement,
     measurement_from_dict,
 )
-from roofline.interpretation import breakdown, ceilings, gaps, manifest
+from roofline.interpretation import breakdown, gaps, manifest
 from roofline.interpretation.aggregate import aggregate
 from roofline.interpretation.lab_config import load_lab_params
 from roofline.interpretation.manifest import (
@@ -230,14 +230,18 @@ def test_a_manifest_entry_is_no_mapping():
 # --- the breakdown's steps: an identifier apart from their label ---------------------------------
 
 
+def chain(*steps: tuple) -> list:
+    """Hand-made steps, each a rate, with the factors the breakdown gives them."""
+    return breakdown.with_factors([breakdown.Step(*step) for step in steps])
+
+
 def test_the_cause_follows_a_step_by_its_identifier_not_its_label(monkeypatch):
-    steps = [
-        breakdown.Step(breakdown.StepId.PEAK, 989.4, "datasheet"),
-        breakdown.Step(breakdown.StepId.CLOCK, 900.0, "1650 MHz"),
-        breakdown.Step(breakdown.StepId.CEILING, 600.0, "best shape"),
-        breakdown.Step(breakdown.StepId.ACHIEVED, 590.0, "what remains"),
-    ]
-    assert gaps.largest_loss(steps) == (steps[2], steps[1])
+    steps = chain(
+        (breakdown.StepId.PEAK, 989.4, "datasheet"),
+        (breakdown.StepId.CLOCK, 900.0, "1650 MHz"),
+        (breakdown.StepId.CEILING, 600.0, "best shape"),
+        (breakdown.StepId.ACHIEVED, 590.0, "what remains"),
+    )
     # Every step a loss can be is worded as one, and every step a remainder can be left by.
     every = set(breakdown.StepId)
     assert set(report.LOSS) == every - {breakdown.StepId.PEAK}  # achieved: issue efficiency
@@ -245,80 +249,108 @@ def test_the_cause_follows_a_step_by_its_identifier_not_its_label(monkeypatch):
     assert set(breakdown.STEP_LABELS) == set(breakdown.StepId)
     reworded = {step: label.upper() for step, label in breakdown.STEP_LABELS.items()}
     monkeypatch.setattr(breakdown, "STEP_LABELS", reworded)
-    assert steps[1].label == "AT THE SM CLOCK UNDER LOAD"  # the page's words changed...
+    assert steps[1].label == "THE CLOCK UNDER LOAD"  # the page's words changed...
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 989.4})()
-    said = report.cause_sentence("h100", entry(), None, head, None)
-    assert said == (
-        "Its largest measured loss is the shape (best shape): 67% of the step above.",
-        True,
+    # ...the sentences did not. Shares of the gap: log(600/900) / log(590/989.4) = 78%, and
+    # log(900/989.4) / the same = 18%; what remains, 3%, is no cause.
+    assert report.cause_sentences("h100", entry(), None, head, None) == (
+        [
+            "The shape (best shape) costs 78% of the gap.",
+            "The SM clock under load (1650 MHz) costs 18% of the gap; the measured steps explain "
+            "97% of the gap, 3% is left unexplained.",
+        ],
+        "",
     )
 
 
-def test_a_loss_past_what_the_breakdown_measures_is_no_cause_and_says_what_to_measure(
+def test_a_gap_mostly_past_the_measured_steps_is_not_concrete_and_says_what_to_measure(
     monkeypatch,
 ):
-    # The Definition of Done's "concrete" can fail: the largest loss is the kernel itself.
-    steps = [
-        breakdown.Step(breakdown.StepId.PEAK, 989.4, "datasheet"),
-        breakdown.Step(breakdown.StepId.CLOCK, 950.0, "1900 MHz"),
-        breakdown.Step(breakdown.StepId.CEILING, None, "not measured apart from this kernel"),
-        breakdown.Step(breakdown.StepId.ACHIEVED, 600.0, "what remains"),
-    ]
+    # The Definition of Done's "concrete" can fail: what remains holds most of the gap.
+    steps = chain(
+        (breakdown.StepId.PEAK, 989.4, "datasheet"),
+        (breakdown.StepId.CLOCK, 950.0, "1900 MHz"),
+        (breakdown.StepId.CEILING, None, "not measured apart from this kernel"),
+        (breakdown.StepId.ACHIEVED, 600.0, "what remains"),
+    )
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 989.4})()
-    said, attributed = report.cause_sentence("h100", entry(), None, head, None)
-    assert not attributed
-    assert said.startswith("Its largest loss is in the kernel itself")
-    assert said.endswith("measure next: measured compute ceiling.")  # its note names no command
-    steps[2] = breakdown.Step(breakdown.StepId.CEILING, 960.0, "best shape")
-    said, attributed = report.cause_sentence("h100", entry(), None, head, None)
-    assert not attributed and said.endswith(f"measure next: {gaps.BEYOND['cuda']}.")
-    # Quantisation with an assumed tile is no measured cause either.
-    steps[3:] = [
-        breakdown.Step(breakdown.StepId.QUANTISATION, 700.0, "assumed tile"),
-        breakdown.Step(breakdown.StepId.ACHIEVED, 690.0, "what remains"),
+    said, unexplained = report.cause_sentences("h100", entry(), None, head, None)
+    assert unexplained == "92% of its gap unexplained"
+    assert said == [
+        "The SM clock under load (1900 MHz) costs 8% of the gap.",
+        "92% of the gap is not explained by a measured step; measure next: measured compute "
+        "ceiling.",  # its note names no command
     ]
-    assert report.cause_sentence("h100", entry(), None, head, None)[1] is False
+    steps[:] = chain(
+        (breakdown.StepId.PEAK, 989.4, "datasheet"),
+        (breakdown.StepId.CLOCK, 950.0, "1900 MHz"),
+        (breakdown.StepId.CEILING, 960.0, "best shape"),
+        (breakdown.StepId.ACHIEVED, 600.0, "what remains"),
+    )
+    said, unexplained = report.cause_sentences("h100", entry(), None, head, None)
+    assert unexplained and said[-1].endswith(f"measure next: {gaps.BEYOND['cuda']}.")
 
 
 def test_a_cpu_whose_counters_are_unreadable_says_so_where_its_kernel_is_the_loss(monkeypatch):
-    # Every step measured, the kernel itself the largest loss: what would split it, and the
-    # run's own refusal by name where it could not read the counters that would.
-    steps = [
-        breakdown.Step(breakdown.StepId.PEAK, 0.46, "computed"),
-        breakdown.Step(breakdown.StepId.FMA, 0.41, "measured"),
-        breakdown.Step(breakdown.StepId.THREADS, 0.40, "threads knob"),
-        breakdown.Step(breakdown.StepId.MICRO_KERNEL, 0.38, "in L2"),
-        breakdown.Step(breakdown.StepId.PACKING, 0.36, "at the knobs' shape"),
-        breakdown.Step(breakdown.StepId.ACHIEVED, 0.20, "what remains"),
-    ]
+    # Every step measured, what remains the largest share: what would split it, and the run's
+    # own refusal by name where it could not read the counters that would.
+    steps = chain(
+        (breakdown.StepId.PEAK, 0.46, "computed"),
+        (breakdown.StepId.FMA, 0.41, "measured"),
+        (breakdown.StepId.THREADS, 0.40, "every thread against one"),
+        (breakdown.StepId.MICRO_KERNEL, 0.38, "in L2"),
+        (breakdown.StepId.PACKING, 0.36, "at the breakdown's shape"),
+        (breakdown.StepId.ACHIEVED, 0.20, "what remains"),
+    )
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 0.46})()
     refused = "perf_event_open refused: ENOENT, no PMU (perf_event_paranoid 2)"
-    unread = f"its own counters (its FP instructions per cycle) were not read ({refused}); measure"
+    unread = f" (its own counters (its FP instructions per cycle) were not read: {refused})"
     for counters, said_unread in (
         ({"readable": False, "reason": refused}, True),
         ({"readable": True, "reason": "counted"}, False),
         (None, False),  # a record from before counters were asked
     ):
-        said, attributed = report.cause_sentence(
+        said, unexplained = report.cause_sentences(
             "cpu", entry(kind="cpu", counters=counters), None, head, None
         )
-        assert not attributed and said.endswith(f"measure next: {gaps.BEYOND['cpu']}."), said
-        assert (unread in said) is said_unread and said.count("were not read") == said_unread
-    # A step measured apart from the kernel, below what the kernel reached, is no cause and is
-    # not named as what to measure next: it was measured.
-    steps[3:5] = [
-        breakdown.Step(breakdown.StepId.MICRO_KERNEL, None, "in L2; bounds nothing", refuted=True),
+        assert unexplained == "71% of its gap unexplained", said
+        assert said[-1] == (
+            f"71% of the gap is not explained by a measured step; measure next: "
+            f"{gaps.BEYOND['cpu']}{unread if said_unread else ''}."
+        )
+    # A step too noisy to tell is named as such, and explains nothing.
+    steps[2] = dataclasses.replace(steps[2], tflops=None, too_noisy=True, spread=0.3)
+    said, _ = report.cause_sentences("cpu", entry(kind="cpu"), None, head, None)
+    assert said[-1].startswith(
+        "74% of the gap is not explained by a measured step (threading across the cores: too "
+        "noisy to tell)"
+    )
+
+
+def test_a_machine_noisier_than_every_step_names_its_noise_as_the_cause(monkeypatch):
+    steps = chain(
+        (breakdown.StepId.PEAK, 0.46, "computed"),
+        (breakdown.StepId.ACHIEVED, 0.40, "what remains"),
+    )
+    steps[1:1] = [
         breakdown.Step(
-            breakdown.StepId.CEILING, None, "not measured (`uv run dvc exp run -S sweep=full`)"
+            breakdown.StepId.THREADS, None, "noisy", factor=0.95, spread=0.4, too_noisy=True
+        ),
+        breakdown.Step(
+            breakdown.StepId.PACKING, None, "noisy", factor=0.97, spread=0.2, too_noisy=True
         ),
     ]
-    said, attributed = report.cause_sentence("cpu", entry(kind="cpu"), None, head, None)
-    assert not attributed and said.endswith(
-        "measure next: measured compute ceiling (`uv run dvc exp run -S sweep=full`)."
-    )
+    monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
+    head = type("Head", (), {"noisy": "", "peak_tflops": 0.46})()
+    said, unexplained = report.cause_sentences("cpu", entry(kind="cpu"), None, head, None)
+    assert said == [
+        "Its steps were too noisy to split the gap (spreads up to 40%): the machine's noise is "
+        "the largest cause here; measure again on a quiet machine."
+    ]
+    assert unexplained == "all of its gap unexplained: its steps were too noisy"
 
 
 # A real cuBLAS name (cited in tests/fakes/cuda/played_cuda.py): Hopper float16, 128x128 tiles.
@@ -327,31 +359,37 @@ SM90_F16 = SM90_KERNELS["float16"]
 
 def test_quantisation_is_a_measured_cause_only_at_the_tile_of_the_kernel_that_ran(monkeypatch):
     note = "4096 tiles of 128x128 (the tile of the kernel that ran) on 132 SMs"
-    steps = [
-        breakdown.Step(breakdown.StepId.PEAK, 989.4, "datasheet"),
-        breakdown.Step(breakdown.StepId.CLOCK, 950.0, "1900 MHz"),
-        breakdown.Step(breakdown.StepId.CEILING, None, "not measured apart from this kernel"),
-        breakdown.Step(breakdown.StepId.QUANTISATION, 700.0, note),
-        breakdown.Step(breakdown.StepId.ACHIEVED, 690.0, "what remains"),
-    ]
+    steps = chain(
+        (breakdown.StepId.PEAK, 989.4, "datasheet"),
+        (breakdown.StepId.CLOCK, 950.0, "1900 MHz"),
+        (breakdown.StepId.CEILING, None, "not measured apart from this kernel"),
+        (breakdown.StepId.QUANTISATION, 700.0, note),
+        (breakdown.StepId.ACHIEVED, 690.0, "what remains"),
+    )
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     ran = type("Head", (), {"noisy": "", "peak_tflops": 989.4, "kernel": SM90_F16})()
-    said, attributed = report.cause_sentence("h100", entry(), None, ran, None)
-    assert attributed and said == (
-        f"Its largest measured loss is tile and wave quantisation ({note}): 74% of the step above."
+    assert report.cause_sentences("h100", entry(), None, ran, None) == (
+        [
+            f"Tile and wave quantisation ({note}) costs 85% of the gap.",
+            "The SM clock under load (1900 MHz) costs 11% of the gap; the measured steps explain "
+            "96% of the gap, 4% is left unexplained.",
+        ],
+        "",
     )
     for kernel in ("", float("nan")):  # none recorded (results.csv's empty cell): assumed
         head = type("Head", (), {"noisy": "", "peak_tflops": 989.4, "kernel": kernel})()
-        assert report.cause_sentence("h100", entry(), None, head, None)[1] is False
-    # Every step measured and the kernel itself the largest loss: what to measure next is past
+        assert report.cause_sentences("h100", entry(), None, head, None)[1]
+    # Every step measured and what remains the largest share: what to measure next is past
     # the tile, which is known.
-    steps[2] = breakdown.Step(breakdown.StepId.CEILING, 940.0, "best shape")
-    steps[3:] = [
-        breakdown.Step(breakdown.StepId.QUANTISATION, 920.0, note),
-        breakdown.Step(breakdown.StepId.ACHIEVED, 600.0, "what remains"),
-    ]
-    said, attributed = report.cause_sentence("h100", entry(), None, ran, None)
-    assert not attributed and said.endswith(f"measure next: {gaps.BEYOND_RAN}.")
+    steps[:] = chain(
+        (breakdown.StepId.PEAK, 989.4, "datasheet"),
+        (breakdown.StepId.CLOCK, 950.0, "1900 MHz"),
+        (breakdown.StepId.CEILING, 940.0, "best shape"),
+        (breakdown.StepId.QUANTISATION, 920.0, note),
+        (breakdown.StepId.ACHIEVED, 600.0, "what remains"),
+    )
+    said, unexplained = report.cause_sentences("h100", entry(), None, ran, None)
+    assert unexplained and said[-1].endswith(f"measure next: {gaps.BEYOND_RAN}.")
 
 
 def test_the_appendix_names_the_kernel_that_ran_and_what_its_name_says():
@@ -368,49 +406,6 @@ def test_the_appendix_names_the_kernel_that_ran_and_what_its_name_says():
         == gap_paragraph.kernel_sentence(head(""))
         == ""
     )
-
-
-def test_a_cpus_threading_step_scales_by_the_knobs_measured_efficiency():
-    head = type(
-        "Head",
-        (),
-        {
-            "peak_tflops": 0.53,
-            "peak_source": "computed",
-            "dtype": "float32",
-            "m": 8192,
-            "n": 8192,
-            "k": 8192,
-            "achieved_tflops": 0.38,
-        },
-    )()
-    ceiling = ceilings.Ceiling(0.38, (8192, 8192, 8192), "lab", "torch")
-    fma = manifest.Fma(gflops=490.0, vector="AVX-512 (512-bit)")
-    threading = breakdown.Threading(gain=1.6, threads=2, shape=(2048, 2048, 2048))
-    steps = breakdown.breakdown(head, ceiling, "cpu", None, fma, None, threading)
-    assert [s.id for s in steps][:3] == [
-        breakdown.StepId.PEAK,
-        breakdown.StepId.FMA,
-        breakdown.StepId.THREADS,
-    ]
-    assert steps[2].tflops == pytest.approx(0.49 * 0.8)
-    assert "measured 1.6x at 2048x2048x2048: 80.0% of perfect scaling" in steps[2].note
-    assert gaps.largest_loss(steps)[0].id is breakdown.StepId.THREADS  # 80% against 97%
-    # With one thread's rate, the kernel on one core against one core's FMA ceiling (0.245)
-    # (a kernel that reached no more than that step: one above it would refute it).
-    threading = breakdown.Threading(1.6, 2, (2048, 2048, 2048), one_thread_tflops=0.196)
-    head.achieved_tflops = 0.30
-    steps = breakdown.breakdown(head, ceiling, "cpu", None, fma, None, threading)
-    assert steps[3].id is breakdown.StepId.ONE_CORE
-    assert steps[3].tflops == pytest.approx(0.49 * 0.8 * 0.8)
-    assert "80.0% of one core's FMA ceiling (0.245)" in steps[3].note
-    # A gain past the thread count is the cache's, never more than perfect scaling.
-    assert breakdown.Threading(2.3, 2, (64, 64, 64)).efficiency == 1.0
-    unmeasured = breakdown.breakdown(head, ceiling, "cpu", None, fma, None, None)[2]
-    assert unmeasured.tflops is None and "knobs=lab" in unmeasured.note
-
-
-# --- a row's timing mode -----------------------------------------------------------------------
 
 
 def test_the_timing_mode_is_set_where_measured_and_written_with_the_row():

@@ -130,6 +130,8 @@ def test_the_run_says_at_its_end_where_its_time_went_and_the_manifest_keeps_it(s
         "copy",
         "clock",
         "FMA ceiling",
+        "clock under FMA load",
+        "breakdown",
         "cache ceilings",
     }
     assert all(seconds >= 0 for seconds in spent.values())

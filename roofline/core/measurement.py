@@ -412,3 +412,20 @@ class CopyCeiling(TypedDict):
     array_bytes: NotRequired[int]  # ...each one's each array
     triad_gbps: NotRequired[float | None]  # ...and its triad, the same way (None: not used)
     triad_reason: NotRequired[str]
+
+
+class StepSides(TypedDict):
+    """A CPU's breakdown sides as its results record keeps them (`steps`,
+    roofline.measuring.cpu_steps): each side's per-call seconds, a list per round; empty lists
+    and `reason` where they were not measured."""
+
+    backend: str
+    dtype: str
+    threads: int  # every thread: the cores the run used
+    shape: list[int]  # where every thread and one thread ran
+    in_l2: list[int]  # the square whose operands fit one core's L2
+    every_thread_s: list[list[float]]
+    one_thread_s: list[list[float]]
+    in_l2_s: list[list[float]]
+    cpu_shares: dict[str, list[float]]  # each side's CPU time over its rounds' wall x threads
+    reason: NotRequired[str]

@@ -84,6 +84,47 @@ int main(int argc, char **argv) {
 """
 
 
+# The clock under the widest FMA load (the Chips and Cheese method): CHAIN dependent register
+# adds a loop, one a cycle, set the loop's pace, while ACC independent FMAs at VECTOR_BYTES keep
+# the vector units busy beside them. ACC FMAs take at most ACC cycles on one FMA unit, fewer than
+# CHAIN, so the adds stay the critical path and count cycles at whatever clock the FMAs allow.
+FMA_CLOCK_PROGRAM = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#if defined(__aarch64__)
+#define ADD "add %0, %0, %1\n\t"
+#else
+#define ADD "add %1, %0\n\t"
+#endif
+#define ADD4 ADD ADD ADD ADD
+typedef float vec __attribute__((vector_size(VECTOR_BYTES)));
+#define CHAIN 16
+int main(int argc, char **argv) {
+    struct timespec t0, t1, c0, c1;
+    unsigned long x = 0, y = 1, n = argc > 1 ? strtoul(argv[1], NULL, 10) : 10000000UL;
+    vec acc[ACC], m = (vec){0} + 0.999999f, a = (vec){0} + 1e-7f;
+    for (int j = 0; j < ACC; j++) acc[j] = (vec){0} + 1.0f + j * 1e-3f;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (unsigned long i = 0; i < n; i++) {
+        __asm__ volatile(ADD4 ADD4 ADD4 ADD4 : "+r"(x) : "r"(y));
+#pragma GCC unroll 16
+        for (int j = 0; j < ACC; j++) acc[j] = acc[j] * m + a;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
+    double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    double cpu = (c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
+    float sum = 0;
+    for (int j = 0; j < ACC; j++)
+        for (int l = 0; l < VECTOR_BYTES / 4; l++) sum += acc[j][l];
+    printf("%f %f %f\n", (double)CHAIN * n / s / 1e9, cpu / s, sum);
+    return x == 0;
+}
+"""
+
+
 def measure_clock_ghz(cores: int, seconds: float = 0.15) -> tuple[float | None, str]:
     """(the clock all cores run at together, why it is not to be trusted: "" when it is): a
     chain of dependent register adds (one per cycle; register operands, since recent cores
@@ -111,6 +152,47 @@ def measure_clock_ghz(cores: int, seconds: float = 0.15) -> tuple[float | None, 
             f"refused: {ghz:.4g} GHz is not a clock any CPU runs at (0 to {MAX_CLOCK_GHZ:g})",
         )
     return ghz, shared
+
+
+class FmaClock(TypedDict):
+    """The clock every core runs at under the widest FMA load (measure_fma_clock)."""
+
+    ghz: float | None  # None: not measured (`reason` says why)
+    vector: str
+    spread: NotRequired[float]  # (max - min) / median of the windows no other process shared
+    reason: NotRequired[str]
+
+
+def measure_fma_clock(cores: int, isa: list[str], seconds: float = 0.15) -> FmaClock:
+    """The clock all cores run at while their FMA units work at the widest vector the flags show
+    (FMA_CLOCK_PROGRAM): beside the plain clock, what a frequency licence or the power limit
+    takes from wide-vector code. The slowest core of the best window no other process shared."""
+    _, width, accumulators, vector = next(v for v in VECTORS if not v[0] or v[0] in isa)
+    if platform.machine() not in ("x86_64", "AMD64", "arm64", "aarch64"):
+        return {"ghz": None, "vector": vector, "reason": f"not measured on {platform.machine()}"}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            binary = build(
+                FMA_CLOCK_PROGRAM, Path(tmp), {"VECTOR_BYTES": width, "ACC": accumulators}
+            )
+            if binary is None:
+                return {"ghz": None, "vector": vector, "reason": f"not measured: {not_built()}"}
+            probe = 200_000  # 16 adds a loop, one a cycle: calibrated to `seconds` a window
+            ghz = run_window(binary, [str(probe)], 1).values[0]
+            iterations = max(probe, int(ghz * 1e9 * seconds / 16))
+            seen = [run_window(binary, [str(iterations)], cores) for _ in range(programs.WINDOWS)]
+        except ProgramFailed as err:
+            return {"ghz": None, "vector": vector, "reason": f"not measured: {err}"}
+    best, shared = programs.best_of(seen)
+    if shared:
+        return {"ghz": None, "vector": vector, "reason": f"not used: {shared}"}
+    slowest = sorted(min(w.values) for w in seen if not w.shared)
+    ghz = min(best.values)
+    if not 0 < ghz <= MAX_CLOCK_GHZ:
+        why = f"{ghz:.4g} GHz is not a clock any CPU runs at (0 to {MAX_CLOCK_GHZ:g})"
+        return {"ghz": None, "vector": vector, "reason": f"refused: {why}"}
+    spread = (slowest[-1] - slowest[0]) / slowest[len(slowest) // 2]
+    return {"ghz": ghz, "vector": vector, "spread": spread}
 
 
 class FmaCeiling(TypedDict):

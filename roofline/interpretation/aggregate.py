@@ -11,13 +11,21 @@ import pandas as pd
 from omegaconf import DictConfig
 
 from roofline.configuration.measuring_config import bench_settings, to_plain
+from roofline.core import arithmetic as ar
 from roofline.core.errors import SchemaError
 from roofline.core.files import read_json
-from roofline.core.measurement import RESTORE, check_version, fits, measurement_from_dict
+from roofline.core.measurement import (
+    RESTORE,
+    StepSides,
+    check_version,
+    fits,
+    measurement_from_dict,
+)
 from roofline.interpretation.ceilings import headline, past_the_cache
 from roofline.interpretation.datasheets import judged, measured_name
 from roofline.interpretation.interpret import JudgedDevice, interpret, lab_checks, peaks
 from roofline.interpretation.manifest import (
+    CpuSteps,
     Datasheet,
     DeviceEntry,
     KnobsRun,
@@ -30,10 +38,12 @@ from roofline.interpretation.manifest import (
     OlderStage,
     Peak,
     PublishedFigure,
+    SideFigure,
     SweepRun,
     read_as,
     to_json,
 )
+from roofline.interpretation.noise import SHARE_MIN
 from roofline.interpretation.rows import CSV_COLUMNS, KNOB_COLUMNS, Row, knob_row
 from roofline.machines.record_types import Record
 from roofline.machines.records import KNOWN
@@ -276,6 +286,8 @@ def measured_run(
         # A CPU's own ceilings; what each backend ran.
         clock=recorded("clock", record.get("clock"), "clock"),
         fma=recorded("fma", record.get("fma"), "fma"),
+        fma_clock=recorded("fma_clock", record.get("fma_clock"), "fma_clock"),
+        steps=cpu_steps(record.get("steps")),
         caches=recorded("caches", caches and past_the_cache(caches), "caches"),
         counters=recorded("counters", record.get("counters"), "counters"),
         libraries=recorded("libraries", record.get("libraries"), "libraries"),
@@ -283,6 +295,56 @@ def measured_run(
         measured_by_older=older or None,
         spent=recorded("spent", run.get("spent"), "run.spent"),
     )
+
+
+def side_figure(flops: float, rounds: list[list[float]]) -> SideFigure | None:
+    """A breakdown side's median rate over every call, and the spread of its rounds' medians
+    (a round is one call of a large product, hundreds of a small one)."""
+    calls = [t for r in rounds for t in r]
+    if not calls or not all(rounds):
+        return None
+    medians = [ar.summarize(r)["median_s"] for r in rounds]
+    spread = ar.summarize(medians)["spread"] if len(medians) > 1 else 0.0
+    return SideFigure(ar.tflops(flops, ar.summarize(calls)["median_s"]), spread)
+
+
+def cpu_steps(sides: StepSides | None) -> CpuSteps | None:
+    """A CPU record's breakdown sides as rates and spreads; None in a record from before they
+    were measured."""
+    if sides is None:
+        return None
+    shape, in_l2 = list(sides["shape"]), list(sides["in_l2"])
+    flops = ar.matmul_flops(*shape) if shape else 0.0
+    small = ar.matmul_flops(*in_l2) if in_l2 else 0.0
+    return CpuSteps(
+        sides["backend"],
+        sides["threads"],
+        shape,
+        in_l2,
+        side_figure(flops, sides["every_thread_s"]),
+        side_figure(flops, sides["one_thread_s"]),
+        side_figure(small, sides["in_l2_s"]),
+        sides.get("reason", ""),
+        shared_sides(sides.get("cpu_shares", {})),
+    )
+
+
+def shared_sides(shares: dict[str, list[float]]) -> str:
+    """Why the breakdown's sides shared the cores with other work, or "": a round in which the
+    process had less of its threads' CPU than a quiet window gives (noise.SHARE_MIN)."""
+    low = {side: min(values) for side, values in shares.items() if values}
+    low = {side: share for side, share in low.items() if share < SHARE_MIN}
+    if not low:
+        return ""
+    side, share = min(low.items(), key=lambda item: item[1])
+    return f"the process had {share:.0%} of its threads' CPU in a round of {SIDE_WORDS[side]}"
+
+
+SIDE_WORDS = {
+    "every_thread": "every thread",
+    "one_thread": "one thread",
+    "in_l2": "one thread in L2",
+}
 
 
 def sweep_run(sweep: Record | None) -> SweepRun | None:

@@ -1,8 +1,10 @@
-"""The gap breakdown of a headline: from the dense peak down to the achieved figure, step by step
-(the clock, a CPU's FMA ceiling, threading, micro-kernel and packing, the best shape, tile and
-wave quantisation), each
-step measured or saying why not. Pure functions over results rows and the manifest."""
+"""The gap breakdown of a headline: from the dense peak down to the achieved figure, step by step.
+Each step is a measured factor of the step above: the clock under load, a CPU's FMA issue,
+threading, its micro-kernel and packing; a GPU's best shape, tiles and waves, or its counters.
+The factors multiply to the achieved figure, so each step's share of the gap is exact. Pure
+functions over results rows and the manifest."""
 
+import dataclasses
 import enum
 import math
 from dataclasses import dataclass
@@ -22,21 +24,18 @@ from roofline.interpretation.ceilings import (
     wave_quantisation,
 )
 from roofline.interpretation.interpret import assumed_clock_mhz
-from roofline.interpretation.manifest import Fma
+from roofline.interpretation.manifest import CpuSteps, Fma, FmaClock
 
 
 class StepId(enum.Enum):
     """A step of the gap breakdown, from the dense peak down to the achieved figure."""
 
     PEAK = "peak"
-    CLOCK = "clock"  # a GPU's SM clock under load
-    FMA = "fma"  # a CPU's measured FMA ceiling
-    THREADS = "threads"  # a CPU's threading, as the threads knob measured it
-    ONE_CORE = "one_core"  # a CPU's kernel on one thread against one core's FMA ceiling
-    # ...split, where the micro-kernel knob measured it, into the kernel in L2 against one
-    # core's FMA ceiling, and the knobs' shape on one thread against the kernel in L2.
-    MICRO_KERNEL = "micro_kernel"
-    PACKING = "packing"
+    CLOCK = "clock"  # a GPU's SM clock under load; a CPU's clock under its widest FMAs
+    FMA = "fma"  # a CPU's measured FMA ceiling at that clock: the FMA units' issue
+    THREADS = "threads"  # a CPU's library on every thread against one thread
+    MICRO_KERNEL = "micro_kernel"  # ...on one thread, operands in L2, against one core's FMAs
+    PACKING = "packing"  # ...on one thread at the breakdown's shape against in L2
     CEILING = "ceiling"  # the best shape measured
     QUANTISATION = "quantisation"  # a GPU's tiles and waves
     # A GPU's own counters over the window (NVML GPM), in their place where it read them:
@@ -49,10 +48,9 @@ class StepId(enum.Enum):
 # Each step as the appendix names it.
 STEP_LABELS = {
     StepId.PEAK: "dense peak",
-    StepId.CLOCK: "at the SM clock under load",
+    StepId.CLOCK: "the clock under load",
     StepId.FMA: "measured FMA ceiling",
     StepId.THREADS: "threading across the cores",
-    StepId.ONE_CORE: "the kernel on one core",
     StepId.MICRO_KERNEL: "the micro-kernel on one core",
     StepId.PACKING: "packing and memory",
     StepId.CEILING: "measured compute ceiling",
@@ -66,13 +64,17 @@ STEP_LABELS = {
 
 @dataclass(frozen=True)
 class Step:
-    """One step of the breakdown: its TFLOP/s (None: not measured, or `refuted`, which `note`
-    says) and how it was found."""
+    """One step of the breakdown: its TFLOP/s (None: not measured, too noisy to tell, or
+    `refuted`, which `note` says), how it was found, and its factor: what it keeps of the step
+    above (kept even where too noisy to tell, so that the factors multiply to the achieved)."""
 
     id: StepId
     tflops: float | None
     note: str
     refuted: bool = False  # measured, but below the achieved figure: no bound on it
+    factor: float | None = None
+    spread: float | None = None  # the noisier side's spread, where the step is a pair of sides
+    too_noisy: bool = False  # its spread is larger than its effect: no number, no cause
 
     @property
     def label(self) -> str:
@@ -131,18 +133,9 @@ def clock_cause(head: Any) -> str:
     return f"{said}; its power was not read"
 
 
-def clock_step(
-    head: Any, kind: str, fma: Fma | None, steps: list[Step], peak_clock_mhz: float | None
-) -> Step:
-    """What the cores deliver under load: a GPU's peak scaled by its SM clock in the timed
-    window (NVML) over the clock its datasheet peak assumes, a CPU's FMA throughput on every
-    core at its widest vector (measured)."""
-    if kind == "cpu":
-        if not fma or fma.gflops is None:
-            return step(StepId.FMA, None, (fma and fma.reason) or "not measured")
-        ceiling = fma.gflops / 1e3
-        note = f"every core at once, {fma.vector}: {share(ceiling, steps)}"
-        return step(StepId.FMA, ceiling, note)
+def clock_step(head: Any, kind: str, peak_clock_mhz: float | None) -> Step:
+    """A GPU's peak scaled by its SM clock in the timed window (NVML) over the clock its
+    datasheet peak assumes."""
     if kind not in RENTED_KINDS or pd.isna(head.sm_clock_mhz):
         gpu = {"cuda": " (no NVML telemetry)", "rocm": " (no amdsmi telemetry)"}
         why = "not measured" + gpu.get(kind, "")
@@ -162,121 +155,6 @@ def clock_step(
         note += "; above it, so the dense peak stays the ceiling"
     note += f"; {clock_cause(head)}"
     return step(StepId.CLOCK, head.peak_tflops * min(ratio, 1.0), note)
-
-
-@dataclass(frozen=True)
-class Threading:
-    """The same BLAS call on one thread and on every core, interleaved in one run (the knobs'
-    THREADS_KNOB): how far the library's threading falls short of scaling by the cores."""
-
-    gain: float  # every core's rate over one thread's
-    threads: int  # every core: the threads the run used
-    shape: tuple[int, int, int]  # M, N, K
-    one_thread_tflops: float | None = None  # the baseline side's rate
-
-    @property
-    def efficiency(self) -> float:
-        """The gain over perfect scaling, at most 1 (a gain above the thread count is the
-        cache's: more of it in use, not threading)."""
-        return min(1.0, self.gain / self.threads)
-
-
-def threads_step(threading: Threading | None, steps: list[Step]) -> Step:
-    """A CPU's threading loss: the step above scaled by the measured threading efficiency."""
-    if threading is None:
-        return step(
-            StepId.THREADS,
-            None,
-            "not measured: the knobs measure one thread against every core "
-            "(`uv run dvc exp run -S knobs=lab`)",
-        )
-    ref = above(steps)
-    if ref is None:
-        return step(StepId.THREADS, None, "no step above to scale")
-    shape = "x".join(map(str, threading.shape))
-    note = (
-        f"one thread -> {threading.threads} threads measured {threading.gain:.3g}x at {shape}: "
-        f"{threading.efficiency:.1%} of perfect scaling"
-    )
-    return step(StepId.THREADS, ref.tflops * threading.efficiency, note)
-
-
-def one_core_step(threading: Threading | None, fma: Fma | None, steps: list[Step]) -> Step:
-    """A CPU's kernel on one thread against one core's share of the measured FMA ceiling:
-    the loss inside the kernel itself (its blocking, packing and loads), threading apart."""
-    if threading is None or threading.one_thread_tflops is None:
-        return step(StepId.ONE_CORE, None, "not measured: the threads knob measures it")
-    if not fma or fma.gflops is None:
-        return step(StepId.ONE_CORE, None, "no FMA ceiling to hold one core's kernel to")
-    ref = above(steps)
-    if ref is None:
-        return step(StepId.ONE_CORE, None, "no step above to scale")
-    per_core = fma.gflops / 1e3 / threading.threads
-    efficiency = min(1.0, threading.one_thread_tflops / per_core)
-    shape = "x".join(map(str, threading.shape))
-    note = (
-        f"one thread reached {threading.one_thread_tflops:.4g} TFLOP/s at {shape}, "
-        f"{efficiency:.1%} of one core's FMA ceiling ({per_core:.4g})"
-    )
-    return step(StepId.ONE_CORE, ref.tflops * efficiency, note)
-
-
-@dataclass(frozen=True)
-class MicroKernel:
-    """One thread at the knobs' shape and at a square whose operands fit its core's L2,
-    interleaved in one run (the knobs' MICRO_KERNEL_KNOB): the library's inner kernel at its own
-    rate, and what packing and memory traffic cost it at the larger shape."""
-
-    shape: tuple[int, int, int]  # the knobs' shape, M, N, K
-    shape_tflops: float  # one thread there
-    in_l2: tuple[int, int, int]  # the square in L2
-    in_l2_tflops: float  # one thread there
-    threads: int  # every core: the threads the run used (one core's share of the FMA ceiling)
-
-
-def micro_kernel_step(micro: MicroKernel, fma: Fma | None, steps: list[Step]) -> Step:
-    """A CPU's inner kernel on one thread against one core's share of the measured FMA ceiling,
-    packing and memory apart: its rate in L2, or at the knobs' shape where that is the faster
-    (a small product pays per-call costs that a large one spreads: then no packing or memory
-    loss shows, and the larger shape's rate is the kernel's own)."""
-    if not fma or fma.gflops is None:
-        return step(StepId.MICRO_KERNEL, None, "no FMA ceiling to hold one core's kernel to")
-    ref = above(steps)
-    if ref is None:
-        return step(StepId.MICRO_KERNEL, None, "no step above to scale")
-    per_core = fma.gflops / 1e3 / micro.threads
-    best = max(micro.in_l2_tflops, micro.shape_tflops)
-    efficiency = min(1.0, best / per_core)
-    in_l2 = f"{micro.in_l2_tflops:.4g} TFLOP/s at {'x'.join(map(str, micro.in_l2))}"
-    if micro.in_l2_tflops >= micro.shape_tflops:
-        reached = f"one thread reached {in_l2} (its operands in L2)"
-    else:
-        shape = "x".join(map(str, micro.shape))
-        reached = (
-            f"one thread reached {micro.shape_tflops:.4g} TFLOP/s at {shape}, and {in_l2} with "
-            "its operands in L2"
-        )
-    note = f"{reached}: {efficiency:.1%} of one core's FMA ceiling ({per_core:.4g})"
-    return step(StepId.MICRO_KERNEL, ref.tflops * efficiency, note)
-
-
-def packing_step(micro: MicroKernel, steps: list[Step]) -> Step:
-    """What packing the operands and moving them through the caches cost one thread at the
-    knobs' shape, against the same library's kernel with its operands in L2 (nothing, where
-    the larger shape was the faster)."""
-    ref = above(steps)
-    if ref is None:
-        return step(StepId.PACKING, None, "no step above to scale")
-    shape = "x".join(map(str, micro.shape))
-    if micro.shape_tflops >= micro.in_l2_tflops:
-        note = f"none measurable: one thread at {shape} was no slower than with its operands in L2"
-        return step(StepId.PACKING, ref.tflops, note)
-    efficiency = micro.shape_tflops / micro.in_l2_tflops
-    note = (
-        f"one thread reached {micro.shape_tflops:.4g} TFLOP/s at {shape}, {efficiency:.1%} of "
-        f"its {micro.in_l2_tflops:.4g} in L2"
-    )
-    return step(StepId.PACKING, ref.tflops * efficiency, note)
 
 
 def is_itself(head: Any, ceiling: Ceiling) -> bool:
@@ -372,48 +250,182 @@ def bound_of(head: Any, found: Step) -> Step:
     return Step(found.id, None, said, refuted=True)
 
 
+def measured(
+    id: StepId, chain: float, factor: float, note: str, spread: float | None, shared: str = ""
+) -> Step:
+    """A step of a measured factor on `chain` (the step above's TFLOP/s, noisy steps included):
+    no number where its sides' spread is larger than its effect, or others shared the cores."""
+    if shared:
+        said = f"{note}; too noisy to tell: {shared}"
+        return Step(id, None, said, factor=factor, spread=spread, too_noisy=True)
+    if spread is not None and spread > abs(1 - factor):
+        said = f"{note}; too noisy to tell (spread {spread:.1%}, effect {abs(1 - factor):.1%})"
+        return Step(id, None, said, factor=factor, spread=spread, too_noisy=True)
+    return Step(id, chain * factor, note, factor=factor, spread=spread)
+
+
+def x(shape: list[int] | tuple[int, ...]) -> str:
+    return "x".join(map(str, shape))
+
+
+def cpu_chain(
+    head: Any,
+    fma: Fma | None,
+    fma_clock: FmaClock | None,
+    plain_clock_ghz: float | None,
+    sides: CpuSteps | None,
+) -> list[Step]:
+    """A CPU's steps, each a measured factor of the one above: the clock under its widest FMAs
+    against plain code's clock; the FMA ceiling at that clock (issue); the headline's library
+    on every thread against one thread (threading); one thread in L2 against one core's share
+    of the ceiling above (the micro-kernel); one thread at the breakdown's shape against in L2
+    (packing and memory traffic); what remains, to the achieved figure."""
+    steps = [step(StepId.PEAK, head.peak_tflops, head.peak_source)]
+    chain = float(head.peak_tflops)
+
+    def add(found: Step) -> None:
+        nonlocal chain
+        chain *= found.factor if found.factor is not None else 1.0
+        steps.append(found)
+
+    if fma_clock and fma_clock.ghz and plain_clock_ghz:
+        factor = fma_clock.ghz / plain_clock_ghz
+        note = (
+            f"under {fma_clock.vector} FMAs every core ran at {fma_clock.ghz:.2f} GHz, "
+            f"{factor:.1%} of the {plain_clock_ghz:.2f} GHz plain code runs at"
+        )
+        add(measured(StepId.CLOCK, chain, factor, note, fma_clock.spread))
+    else:
+        why = (fma_clock and fma_clock.reason) or "the plain clock was not measured"
+        add(step(StepId.CLOCK, None, f"not measured: {why}"))
+    if fma and fma.gflops is not None:
+        factor = fma.gflops / 1e3 / chain
+        issue = "not fed every cycle" if factor < 1 else "fed every cycle"
+        note = (
+            f"every core at once, {fma.vector}: {fma.gflops / 1e3:.4g} TFLOP/s, {factor:.1%} of "
+            f"the dense peak at the clock above (the FMA units {issue})"
+        )
+        add(measured(StepId.FMA, chain, factor, note, None))
+    else:
+        add(step(StepId.FMA, None, (fma and fma.reason) or "not measured"))
+    ceiling = (
+        "one core's share of the FMA ceiling"
+        if fma and fma.gflops
+        else ("one core's share of the dense peak")
+    )
+    usable = sides and sides.every_thread and sides.one_thread and sides.in_l2_thread
+    if not usable:
+        why = (sides and sides.reason) or "not measured by this record's run (an older one)"
+        for id_ in (StepId.THREADS, StepId.MICRO_KERNEL, StepId.PACKING):
+            steps.append(step(id_, None, f"not measured: {why}"))
+    else:
+        every, one, in_l2 = sides.every_thread, sides.one_thread, sides.in_l2_thread
+        busy = sides.shared
+        shared = chain  # what every thread shares
+        if sides.threads > 1:
+            factor = every.tflops / (sides.threads * one.tflops)
+            note = (
+                f"{sides.backend} at {x(sides.shape)}: {sides.threads} threads ran "
+                f"{every.tflops / one.tflops:.2f}x one thread, {factor:.1%} of perfect scaling"
+            )
+            add(measured(StepId.THREADS, chain, factor, note, max(every.spread, one.spread), busy))
+        else:
+            add(Step(StepId.THREADS, chain, "one thread: nothing to share", factor=1.0))
+        best = max(in_l2, one, key=lambda side: side.tflops)
+        per_core = shared / sides.threads
+        where = (
+            f"with its operands in L2 ({x(sides.in_l2)})"
+            if best is in_l2
+            else f"at {x(sides.shape)} (faster than in L2, where each call is short)"
+        )
+        note = (
+            f"{sides.backend} on one thread {where}: {best.tflops:.4g} TFLOP/s, "
+            f"{best.tflops / per_core:.1%} of {ceiling} ({per_core:.4g})"
+        )
+        if best.tflops > per_core:  # e.g. Accelerate on Apple's matrix units, past the FMAs
+            note += ": above it, so the library runs on units that ceiling does not measure"
+        add(measured(StepId.MICRO_KERNEL, chain, best.tflops / per_core, note, best.spread, busy))
+        factor = one.tflops / best.tflops
+        note = (
+            f"one thread at {x(sides.shape)}: {one.tflops:.4g} TFLOP/s, {factor:.1%} of its rate "
+            "in L2 (packing the operands and moving them through the caches)"
+        )
+        add(measured(StepId.PACKING, chain, factor, note, max(one.spread, in_l2.spread), busy))
+    lab = (int(head.m), int(head.n), int(head.k))
+    between = (
+        "the same kernel in two windows"
+        if usable and tuple(sides.shape) == lab
+        else f"the lab's {x(lab)} against the breakdown's {x(sides.shape)}"
+        if usable
+        else "not split by a measurement"
+    )
+    factor = head.achieved_tflops / chain
+    note = f"what remains ({between}): achieved is {factor:.1%} of the step above"
+    steps.append(Step(StepId.ACHIEVED, head.achieved_tflops, note, factor=factor))
+    return steps
+
+
+def with_factors(steps: list[Step]) -> list[Step]:
+    """Each step with a number, its factor where it has none: its share of the last step above
+    with a number (a GPU's steps are rates, each a share of the one above)."""
+    out: list[Step] = []
+    for found in steps:
+        ref = above(out)
+        if found.factor is None and found.tflops is not None and ref is not None and ref.tflops:
+            found = dataclasses.replace(found, factor=found.tflops / ref.tflops)
+        out.append(found)
+    return out
+
+
 def breakdown(
     head: Any,
     ceiling: Ceiling,
     kind: str,
     sm_count: int | None,
-    fma: Fma | None = None,
     peak_clock_mhz: float | None = None,
-    threading: Threading | None = None,
-    micro: MicroKernel | None = None,
+    cpu: tuple[Fma | None, FmaClock | None, float | None, CpuSteps | None] | None = None,
 ) -> list[Step]:
     """From the dense peak down to the achieved figure, step by step; a step that was not
-    measured says so and carries no number, and each number is a fraction of the last step
-    above it that has one. `fma` is a CPU's measured FMA ceiling (roofline.device.peakflops),
-    `threading` its measured threading, `micro` its micro-kernel apart from packing and memory;
-    `peak_clock_mhz` the SM clock a GPU's datasheet peak assumes."""
+    measured says so and carries no number. A CPU's steps are its run's own (`cpu`: its FMA
+    ceiling, its clock under that load, its plain clock in GHz, its breakdown sides); a GPU's
+    come from its SM clock (`peak_clock_mhz`: the clock its datasheet peak assumes), its
+    counters, its best shape and its tiles and waves."""
+    if kind == "cpu":
+        return cpu_chain(head, *(cpu or (None, None, None, None)))
     steps = [step(StepId.PEAK, head.peak_tflops, head.peak_source)]
 
     def add(*found: Step) -> None:
         steps.extend(bound_of(head, s) for s in found)
 
-    add(clock_step(head, kind, fma, steps, peak_clock_mhz))
-    if kind == "cpu":
-        add(threads_step(threading, steps))
-        if micro is None:
-            add(one_core_step(threading, fma, steps))
-        else:
-            add(micro_kernel_step(micro, fma, steps))
-            if steps[-1].refuted:  # the same two sides measure packing: no bound either
-                why = "measured by the same two sides as the micro-kernel, which bound nothing"
-                steps.append(Step(StepId.PACKING, None, why, refuted=True))
-            else:
-                add(packing_step(micro, steps))
-    if kind != "cpu" and counted(head):  # measured in the window: no model, no other shape
+    add(clock_step(head, kind, peak_clock_mhz))
+    if counted(head):  # measured in the window: no model, no other shape
         add(*counter_steps(head, steps))
     else:
         add(ceiling_step(head, ceiling, steps))
-        if kind != "cpu":  # a GPU's tiles and waves; a CPU's blocking is not modelled
-            add(quantisation_step(head, ceiling, kind, sm_count, steps))
+        add(quantisation_step(head, ceiling, kind, sm_count, steps))
     what_remains = f"what remains: achieved is {share(head.achieved_tflops, steps)}"
     if above(steps) is not None and above(steps).id is StepId.TENSOR_ACTIVE:
         what_remains = (
             f"the kernel's issue efficiency: achieved is {share(head.achieved_tflops, steps)}"
         )
     steps.append(step(StepId.ACHIEVED, head.achieved_tflops, what_remains))
-    return steps
+    return with_factors(steps)
+
+
+@dataclass(frozen=True)
+class GapShare:
+    """A step's share of the gap from the dense peak to the achieved figure: the log of its
+    factor over the log of achieved / peak, so that the shares of every step add up to 1."""
+
+    step: Step
+    share: float
+
+
+def gap_shares(steps: list[Step]) -> list[GapShare]:
+    """Every step with a factor, and its share of the gap; none where there is no gap (the
+    achieved figure at or above the peak) or no peak."""
+    peak, achieved = steps[0].tflops, steps[-1].tflops
+    if not peak or not achieved or achieved >= peak:
+        return []
+    total = math.log(achieved / peak)
+    return [GapShare(s, math.log(s.factor) / total) for s in steps[1:] if s.factor]

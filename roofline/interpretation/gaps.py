@@ -2,7 +2,6 @@
 headline's breakdown from the dense peak down, the largest loss in it and whether that is a
 measured cause, and what forced or clouded the run."""
 
-import itertools
 import re
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -10,13 +9,12 @@ from typing import Any
 
 import pandas as pd
 
-from roofline.core.measurement import MICRO_KERNEL_KNOB, THREADS_KNOB
 from roofline.interpretation.breakdown import (
-    MicroKernel,
+    GapShare,
     Step,
     StepId,
-    Threading,
     breakdown,
+    gap_shares,
     kept,
 )
 from roofline.interpretation.ceilings import (
@@ -71,54 +69,19 @@ FORCING = (
 )
 
 
-def cpu_knob(entry: DeviceEntry, knobs: pd.DataFrame | None, name: str) -> Any | None:
-    """A measured CPU's knob of this name as knobs.csv has it, or None where it was not
-    measured (or the device is no CPU, or its run recorded no threads)."""
-    if knobs is None or entry.kind != "cpu" or not run_of(entry).threads:
-        return None
-    measured = knobs[(knobs.knob == name) & (knobs.status == "measured")]
-    return None if measured.empty else measured.iloc[0]
-
-
-def threading(entry: DeviceEntry, knobs: pd.DataFrame | None) -> Threading | None:
-    """A CPU's threading as its knobs measured it (THREADS_KNOB), or None where they did not."""
-    knob = cpu_knob(entry, knobs, THREADS_KNOB)
-    if knob is None:
-        return None
-    shape = (int(knob.m), int(knob.n), int(knob.k))
-    return Threading(float(knob.gain), run_of(entry).threads, shape, float(knob.baseline_tflops))
-
-
-def micro_kernel(entry: DeviceEntry, knobs: pd.DataFrame | None) -> MicroKernel | None:
-    """A CPU's micro-kernel apart from its packing and memory, as its knobs measured it
-    (MICRO_KERNEL_KNOB), or None where they did not."""
-    knob = cpu_knob(entry, knobs, MICRO_KERNEL_KNOB)
-    if knob is None:
-        return None
-    m, n, k = (int(size) for size in str(knob.variant_mnk).split("x"))
-    return MicroKernel(
-        (int(knob.m), int(knob.n), int(knob.k)),
-        float(knob.baseline_tflops),
-        (m, n, k),
-        float(knob.variant_tflops),
-        run_of(entry).threads,
-    )
-
-
 def device_breakdown(
     name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any, knobs: pd.DataFrame | None
 ) -> list[Step]:
     """The device's headline from its dense peak down to the achieved figure, step by step."""
     run, sheet = run_of(entry), entry.datasheet
+    plain_ghz = run.clock.measured_ghz if run.clock else None
     return breakdown(
         head,
         measured_ceilings(rows)[(name, head.dtype)],
         entry.kind,
         run.details.sm_count or sheet.sm_count,
-        run.fma,
         sheet.peak_clock_mhz,
-        threading(entry, knobs),
-        micro_kernel(entry, knobs),
+        (run.fma, run.fma_clock, plain_ghz, run.steps),
     )
 
 
@@ -135,19 +98,9 @@ def headline_breakdown(
     return head, device_breakdown(name, entry, rows, head, knobs)
 
 
-def largest_loss(steps: list[Step]) -> tuple[Step, Step] | None:
-    """(the step with the largest measured drop, the step above it), of a breakdown."""
-    measured = [s for s in steps if s.tflops]
-    pairs = list(itertools.pairwise(measured))
-    if not pairs:
-        return None
-    above, below = min(pairs, key=lambda pair: pair[1].tflops / pair[0].tflops)
-    return below, above
-
-
 # The steps whose loss is a measured cause (the Definition of Done's "concrete"): tile and wave
 # quantisation is one only where its tile is the kernel's that ran (`measured_causes`), not
-# while it is assumed; what the breakdown leaves ("the kernel itself") names none.
+# while it is assumed; what the breakdown leaves ("what remains") names none.
 MEASURED_CAUSES = {
     StepId.CLOCK,
     StepId.FMA,
@@ -160,17 +113,13 @@ MEASURED_CAUSES = {
     StepId.TENSOR_ACTIVE,
 }
 
-# What splits a loss that is no measured cause, where a measurement does.
-SPLIT_BY = {
-    StepId.ONE_CORE: "the micro-kernel apart from packing and memory (`uv run dvc exp run -S "
-    "knobs=lab`, whose micro-kernel knob times one thread in L2)",
-}
+# A paragraph is concrete where its named, measured steps explain at least this share of the gap.
+CONCRETE = 2 / 3
 
 # What the breakdown would measure next where every step has a number, by device kind.
 BEYOND = {
     "cpu": "what inside the micro-kernel costs it (the FP instructions it retires per cycle, "
-    "from the core's performance counters where the OS lets a process read them), which the "
-    "breakdown does not split yet",
+    "from the core's performance counters where the OS lets a process read them)",
     "cuda": "the kernel that ran (its tile, from torch's profiler), which the quantisation step "
     "assumes",
 }
@@ -178,64 +127,87 @@ BEYOND = {
 # ...and on a GPU whose quantisation step has the tile of the kernel that ran.
 BEYOND_RAN = (
     "the kernel that ran against its SMs' tensor-core peak (its pipeline and occupancy, from a "
-    "profile of the kernel), which the breakdown does not split yet"
+    "profile of the kernel)"
 )
 
 
-def measured_causes(head: Any, above: Step) -> set[StepId]:
+def measured_causes(head: Any, above: Step | None) -> set[StepId]:
     """The steps whose loss is a measured cause for this headline: quantisation too where its
     tile came from the kernel that ran; and what remains below the tensor pipes' active cycles,
     the kernel's issue efficiency, where the GPU's counters measured those."""
+    below_tensor = above is not None and above.id is StepId.TENSOR_ACTIVE
     return (
         MEASURED_CAUSES
         | ({StepId.QUANTISATION} if ran_tile(head) else set())
-        | ({StepId.ACHIEVED} if above.id is StepId.TENSOR_ACTIVE else set())
+        | ({StepId.ACHIEVED} if below_tensor else set())
     )
 
 
 @dataclass(frozen=True)
-class Cause:
-    """A headline's largest measured loss in its breakdown, as numbers: the step that lost it,
-    the measured step above, the share of that step it kept, whether its loss is a measured
-    cause (the Definition of Done's "concrete") and, where it is not, what to measure next."""
+class GapAccount:
+    """A headline's gap, accounted for: its named losses (measured causes, largest share first),
+    the share of the gap its named steps explain (gains counted against losses), the steps too
+    noisy to tell, and what would measure the rest."""
 
-    step: Step
-    above: Step
-    share: float  # step.tflops / above.tflops
-    measured: bool
-    measure_next: str  # "" where `measured`
+    losses: list[GapShare]
+    explained: float
+    noisy: list[Step]
+    measure_next: str
+    shares: list[GapShare]  # every step's
+
+    @property
+    def concrete(self) -> bool:
+        return self.explained >= CONCRETE
+
+    @property
+    def unexplained(self) -> float:
+        return 1 - self.explained
+
+    @property
+    def too_noisy_share(self) -> float:
+        """The share of the gap in steps too noisy to tell."""
+        return sum(g.share for g in self.shares if g.step.too_noisy)
 
 
-def gap_cause(
+def room_for_losses(said: int, most: int = 5) -> int:
+    """The sentences a paragraph of at most `most` has left for its losses, after the `said`
+    ones before them and the next knob's."""
+    return most - said - 1
+
+
+def gap_account(
     name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any, knobs: pd.DataFrame | None
-) -> Cause | None:
-    """The largest loss the breakdown measured, from the peak down to the achieved figure;
-    None where there is no peak to start from or nothing measured below it. A headline timed in
-    a noisy window has none: no cause is read from its figures."""
+) -> GapAccount | None:
+    """The headline's gap from the dense peak, shared among its measured steps; None where it
+    has no peak, no gap, or a noisy window (no cause is read from its figures)."""
     if noisy(head) or pd.isna(head.peak_tflops):
         return None
     steps = device_breakdown(name, entry, rows, head, knobs)
-    found = largest_loss(steps)
-    if found is None:
+    shares = gap_shares(steps)
+    if not shares:
         return None
-    below, above = found
-    share = below.tflops / above.tflops
-    if below.id in measured_causes(head, above):
-        return Cause(below, above, share, True, "")
+    numbered = [s for s in steps if s.tflops is not None]
+    above_achieved = numbered[-2] if len(numbered) > 1 else None
+    causes = measured_causes(head, above_achieved)
+    named = [g for g in shares if g.step.id in causes and g.step.tflops is not None]
     unmeasured = [
-        s for s in steps if s.tflops is None and s.id is not StepId.PEAK and not s.refuted
+        s for s in steps if s.factor is None and s.id is not StepId.PEAK and not s.refuted
     ]
     command = re.search(r"`[^`]+`", unmeasured[0].note) if unmeasured else None
     nxt = (
-        SPLIT_BY[below.id]
-        if below.id in SPLIT_BY
-        else unmeasured[0].label + (f" ({command.group()})" if command else "")
+        unmeasured[0].label + (f" ({command.group()})" if command else "")
         if unmeasured
         else BEYOND_RAN
         if entry.kind == "cuda" and ran_tile(head)
         else BEYOND.get(entry.kind, "the kernel that ran")
     )
-    return Cause(below, above, share, False, nxt)
+    return GapAccount(
+        sorted((g for g in named if g.share > 0), key=lambda g: -g.share),
+        sum(g.share for g in named),
+        [s for s in steps if s.too_noisy],
+        nxt,
+        shares,
+    )
 
 
 def unread_counters(head: Any, entry: DeviceEntry) -> str:
@@ -298,6 +270,7 @@ def breakdown_table(rows: pd.DataFrame, manifest: Manifest, knobs: pd.DataFrame)
         if found is None:
             continue
         head, steps = found
+        shares = {id(g.step): g.share for g in gap_shares(steps)}
         out += [
             {
                 "device": name,
@@ -306,9 +279,23 @@ def breakdown_table(rows: pd.DataFrame, manifest: Manifest, knobs: pd.DataFrame)
                 "label": s.label,
                 "tflops": s.tflops,
                 "share_of_above": kept(s.tflops, steps[:i]),
+                "factor": s.factor,
+                "spread": s.spread,
+                "share_of_gap": shares.get(id(s)),
                 "note": s.note,
             }
             for i, s in enumerate(steps)
         ]
-    columns = ["device", "dtype", "step", "label", "tflops", "share_of_above", "note"]
+    columns = [
+        "device",
+        "dtype",
+        "step",
+        "label",
+        "tflops",
+        "share_of_above",
+        "factor",
+        "spread",
+        "share_of_gap",
+        "note",
+    ]
     return pd.DataFrame(out, columns=columns)

@@ -78,6 +78,54 @@ class Fma(Recorded):
 
 
 @dataclass(frozen=True)
+class Clock(Recorded):
+    """A CPU's clock, as its run measured it (a dependent-add chain on every core) or read it."""
+
+    ghz: float | None = None
+    source: str = ""
+
+    @property
+    def measured_ghz(self) -> float | None:
+        """The clock the run measured, plain code on every core; None where it read another."""
+        return self.ghz if self.source == "measured all-core clock" else None
+
+
+@dataclass(frozen=True)
+class FmaClock(Recorded):
+    """The clock every core ran at under the widest FMA load
+    (roofline.device.peakflops.measure_fma_clock)."""
+
+    ghz: float | None  # None: not measured (`reason` says why)
+    vector: str = ""
+    spread: float | None = None  # of its windows' slowest cores
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class SideFigure:
+    """One side of the CPU's breakdown: its median rate and its rounds' spread."""
+
+    tflops: float
+    spread: float  # (max - min) / median of its rounds' medians
+
+
+@dataclass(frozen=True)
+class CpuSteps:
+    """A CPU's breakdown sides as measured in its run (roofline.measuring.cpu_steps), through the
+    headline's library: every thread and one thread at `shape`, one thread in L2 at `in_l2`."""
+
+    backend: str
+    threads: int
+    shape: list[int]
+    in_l2: list[int]
+    every_thread: SideFigure | None = None  # None: not measured (`reason`)
+    one_thread: SideFigure | None = None
+    in_l2_thread: SideFigure | None = None
+    reason: str = ""
+    shared: str = ""  # why the sides' windows were not the process's own, or ""
+
+
+@dataclass(frozen=True)
 class Counters(Recorded):
     """Whether a CPU's run could read its own performance counters
     (roofline.device.perf_counters)."""
@@ -212,10 +260,12 @@ class MeasuredRun:
     peaks_used: dict[str, Peak]  # per dtype
     memory_copy: MemoryCopy
     lab_checks: list[str]
-    clock: Recorded | None = field(
+    clock: Clock | None = field(
         default=None, metadata=WHEN_SET
     )  # a CPU's clock, as measured or read
     fma: Fma | None = field(default=None, metadata=WHEN_SET)
+    fma_clock: FmaClock | None = field(default=None, metadata=WHEN_SET)  # a CPU's
+    steps: CpuSteps | None = field(default=None, metadata=WHEN_SET)  # a CPU's breakdown sides
     caches: list[CacheCeiling] | None = field(default=None, metadata=WHEN_SET)  # a CPU's
     counters: Counters | None = field(default=None, metadata=WHEN_SET)  # a CPU's
     libraries: dict[str, Library] | None = field(

@@ -4,11 +4,11 @@ DVC writes it. Types only, so that the rules (records) and the keys (keys) both 
 
 from typing import Any, NotRequired, TypedDict
 
-from roofline.core.measurement import CopyCeiling
+from roofline.core.measurement import CopyCeiling, StepSides
 from roofline.device.backends import Library
 from roofline.device.cache_ceilings import CacheBandwidth
 from roofline.device.description import Found, Identity
-from roofline.device.peakflops import CpuClock, FmaCeiling
+from roofline.device.peakflops import CpuClock, FmaCeiling, FmaClock
 from roofline.device.perf_counters import PerfCounters
 
 
@@ -59,6 +59,8 @@ class Record(TypedDict):
     memory: NotRequired[CopyCeiling]  # ...the copy bandwidth
     clock: NotRequired[CpuClock]  # ...a CPU's
     fma: NotRequired[FmaCeiling]  # ...a CPU's
+    fma_clock: NotRequired[FmaClock]  # ...a CPU's clock under that FMA load
+    steps: NotRequired[StepSides]  # ...a CPU's breakdown: threads, one thread, in L2
     caches: NotRequired[list[CacheBandwidth]]  # ...a CPU's read bandwidth per cache level
     counters: NotRequired[PerfCounters]  # ...whether a CPU's own counters were readable
     libraries: NotRequired[dict[str, Library]]  # ...each backend's, by its name

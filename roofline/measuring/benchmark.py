@@ -26,6 +26,7 @@ from roofline.core.measurement import (
     SCHEMA_VERSION,
     CopyCeiling,
     Measurement,
+    StepSides,
     measurement_from_dict,
 )
 from roofline.core.progress import progress, say
@@ -38,12 +39,19 @@ from roofline.device.cache_ceilings import (
 )
 from roofline.device.description import CpuInfo, Found, GpuInfo
 from roofline.device.hardware import BOOT_CACHE, live_hardware
-from roofline.device.peakflops import FmaCeiling, cpu_clock, measure_fma
+from roofline.device.peakflops import (
+    FmaCeiling,
+    FmaClock,
+    cpu_clock,
+    measure_fma,
+    measure_fma_clock,
+)
 from roofline.device.perf_counters import perf_counters
 from roofline.device.stream import STREAM_WINDOW_S, measure_stream
 from roofline.machines.identity import identity
 from roofline.machines.record_types import Fingerprint, Record, RunInfo
 from roofline.machines.records import points
+from roofline.measuring.cpu_steps import measure_steps
 from roofline.measuring.measure import (
     Target,
     describe,
@@ -192,6 +200,14 @@ def measure_device(
             window = compiled_window_s(bench, FMA_WINDOW_S)
             record["fma"] = measure_fma(cores, isa, window, measured_ghz)
         log(f"{name} FMA ceiling: {describe_fma(record['fma'])}")
+        with timing(spent, "clock under FMA load"):
+            window = compiled_window_s(bench, CLOCK_WINDOW_S)
+            record["fma_clock"] = measure_fma_clock(cores, isa, window)
+        log(f"{name} clock under FMA load: {describe_fma_clock(record['fma_clock'])}")
+        # The breakdown's sides through the headline's library: threading, one thread in L2.
+        with timing(spent, "breakdown"):
+            record["steps"] = measure_steps(target, cpu, rows, bench)
+        log(f"{name} breakdown: {describe_steps(record['steps'])}")
         # The levels the probe read (a described machine may list none: then only DRAM's).
         sizes = [CacheSize(**level) for level in cpu.get("caches", [])]
         where = cpu.get("caches_from", "not known")
@@ -332,6 +348,31 @@ def describe_fma(fma: FmaCeiling) -> str:
     if fma["gflops"] is None:
         return f"{fma['vector']}: {fma['reason']}"
     return f"{fma['gflops'] / 1e3:.4g} TFLOP/s ({fma['vector']}, every core)"
+
+
+def describe_fma_clock(clock: FmaClock) -> str:
+    if clock["ghz"] is None:
+        return f"{clock['vector']}: {clock.get('reason', '')}"
+    return f"{clock['ghz']:.3g} GHz ({clock['vector']}, every core)"
+
+
+def describe_steps(steps: StepSides) -> str:
+    if steps.get("reason"):
+        return f"not measured: {steps['reason']}"
+    flops = ar.matmul_flops(*steps["shape"])
+    every, one = (
+        ar.tflops(flops, ar.summarize([t for r in steps[side] for t in r])["median_s"])
+        for side in ("every_thread_s", "one_thread_s")
+    )
+    l2 = ar.tflops(
+        ar.matmul_flops(*steps["in_l2"]),
+        ar.summarize([t for r in steps["in_l2_s"] for t in r])["median_s"],
+    )
+    shape, square = ("x".join(map(str, s)) for s in (steps["shape"], steps["in_l2"]))
+    return (
+        f"{steps['backend']} at {shape}: {steps['threads']} threads {every:.4g} TFLOP/s, "
+        f"1 thread {one:.4g}; 1 thread at {square} (in L2) {l2:.4g}"
+    )
 
 
 def cpu_memory_ceiling(

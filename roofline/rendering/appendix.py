@@ -6,7 +6,7 @@ from typing import Any
 
 import pandas as pd
 
-from roofline.interpretation.breakdown import Step
+from roofline.interpretation.breakdown import Step, gap_shares
 from roofline.interpretation.ceilings import SUSTAINED, predictions
 from roofline.interpretation.figures import per_dollar_hour
 from roofline.interpretation.gaps import (
@@ -74,12 +74,19 @@ def pending_paragraph(name: str, entry: DeviceEntry) -> str:
 
 
 def breakdown_lines(steps: list[Step]) -> list[str]:
-    lines = ["Gap breakdown, from the dense peak down to the achieved figure:", ""]
+    shares = {id(g.step): g.share for g in gap_shares(steps)}
+    lines = [
+        "Gap breakdown, from the dense peak down to the achieved figure (each step's share of "
+        "the gap is the log of what it keeps over the log of achieved / peak, so the shares "
+        "add up to 100%):",
+        "",
+    ]
     for step in steps:
+        share = f" ({shares[id(step)]:.1%} of the gap)" if id(step) in shares else ""
         if step.tflops is None:
-            lines.append(f"- {step.label}: {step.note}")
+            lines.append(f"- {step.label}: {step.note}{share}")
         else:
-            lines.append(f"- {step.label}: **{step.tflops:.4g} TFLOP/s**; {step.note}")
+            lines.append(f"- {step.label}: **{step.tflops:.4g} TFLOP/s**; {step.note}{share}")
     return lines
 
 

@@ -9,10 +9,18 @@ import pandas as pd
 
 from roofline.configuration.params import RENTED_KINDS
 from roofline.core.dtypes import LAB_DTYPE
-from roofline.interpretation.breakdown import StepId
+from roofline.interpretation.breakdown import GapShare, StepId, x
 from roofline.interpretation.ceilings import lab_headline
 from roofline.interpretation.figures import ratio
-from roofline.interpretation.gaps import above_peak, gap_cause, noisy, same_point, unread_counters
+from roofline.interpretation.gaps import (
+    above_peak,
+    forced,
+    gap_account,
+    noisy,
+    room_for_losses,
+    same_point,
+    unread_counters,
+)
 from roofline.interpretation.interpret import (
     PUBLISHED_CAUSES,
     best_shape_figures,
@@ -94,9 +102,10 @@ def summary_table(rows: pd.DataFrame, manifest: Manifest, devices: list[str]) ->
 
 
 def definition_of_done(
-    rows: pd.DataFrame, manifest: Manifest, concrete: dict[str, bool], plotted: bool
+    rows: pd.DataFrame, manifest: Manifest, unexplained: dict[str, str], plotted: bool
 ) -> list[str]:
-    """The lab's Definition of Done, each item with what was measured."""
+    """The lab's Definition of Done, each item with what was measured; `unexplained`: why each
+    measured device's paragraph is not concrete ("" where it is)."""
     lab = [n for n in manifest.lab_devices if n in manifest.devices]
     measured = [n for n in lab if manifest.devices[n].status == "measured"]
     pending = [n for n in lab if n not in measured]
@@ -135,15 +144,16 @@ def definition_of_done(
             else "The roofline plot: not drawn yet (the plot stage writes roofline.png)",
         )
     )
-    shown = [n for n in concrete if manifest.devices[n].status == "measured"]
-    vague = [n for n in shown if not concrete[n]]
-    named = [n for n in shown if concrete[n]]
+    shown = [n for n in unexplained if manifest.devices[n].status == "measured"]
+    vague = [n for n in shown if unexplained[n]]
+    named = [n for n in shown if not unexplained[n]]
+    said = "; ".join(f"{n}: {unexplained[n]}" for n in vague)
     items.append(
         (
             bool(shown) and not vague,
-            "A concrete gap paragraph per measured device, naming its measured cause and the "
-            f"next knob: {len(named)} of {len(shown)}"
-            + (f" ({', '.join(vague)}: its paragraph says what to measure next)" if vague else ""),
+            "A concrete gap paragraph per measured device, its measured causes explaining at "
+            f"least two thirds of its gap, and the next knob: {len(named)} of "
+            f"{len(shown)}" + (f" ({said})" if said else ""),
         )
     )
     return [f"- [{'x' if ok else ' '}] {text}." for ok, text in items]
@@ -156,7 +166,6 @@ LOSS = {
     StepId.CLOCK: "the SM clock under load",
     StepId.FMA: "the cores' own FMA throughput",
     StepId.THREADS: "threading across the cores",
-    StepId.ONE_CORE: "the kernel on one core",
     StepId.MICRO_KERNEL: "the library's micro-kernel on one core",
     StepId.PACKING: "packing the operands and moving them through the caches",
     StepId.CEILING: "the shape",
@@ -172,7 +181,6 @@ LEFT = {
     StepId.CLOCK: "the SM clock under load leaves",
     StepId.FMA: "the cores' FMA throughput allows",
     StepId.THREADS: "threading across the cores leaves",
-    StepId.ONE_CORE: "the kernel on one core reaches",
     StepId.MICRO_KERNEL: "the micro-kernel on one core reaches",
     StepId.PACKING: "packing and memory leave",
     StepId.CEILING: "the best shape measured reaches",
@@ -188,45 +196,107 @@ LEFT = {
 COUNTED = {"cpu": " (its FP instructions per cycle)"}
 
 
-def cause_sentence(
-    name: str, entry: DeviceEntry, rows: pd.DataFrame, head: Any, knobs: pd.DataFrame | None
-) -> tuple[str, bool]:
-    """The largest loss the breakdown measured (roofline.interpretation.gaps.gap_cause) in words,
-    and whether it is a measured cause; where it is not, what to measure next. For a headline
-    timed in a noisy window, that it was, instead of a cause."""
+def pct(share: float) -> str:
+    """A share of the gap in words: never "0%" for a loss that is one, never past "all"."""
+    return "all" if share >= 0.995 else "under 1%" if share < 0.005 else f"{share:.0%}"
+
+
+def loss_sentence(loss: GapShare, entry: DeviceEntry) -> str:
+    """One named loss in the field's words, with its share of the gap."""
+    found, of_gap = loss.step, f"{pct(loss.share)} of the gap"
+    sides = entry.measured.steps if entry.measured else None
+    if entry.kind == "cpu" and found.id is StepId.CLOCK:
+        return f"{found.note[0].upper()}{found.note[1:]}: {of_gap}."
+    if found.id is StepId.FMA:
+        under = entry.measured and entry.measured.fma_clock and entry.measured.fma_clock.ghz
+        at = "the dense peak at their clock under load" if under else "the dense peak"
+        return (
+            f"The cores' FMA ceiling is {found.factor:.0%} of {at} (the FMA units are not fed "
+            f"every cycle): {of_gap}."
+        )
+    if found.id is StepId.THREADS and sides:
+        return (
+            f"On {sides.threads} threads {sides.backend} reaches {found.factor:.0%} of "
+            f"{sides.threads}x its one-thread rate at {x(sides.shape)}: threading costs {of_gap}."
+        )
+    if found.id is StepId.MICRO_KERNEL and sides:
+        forcing = forced(entry)
+        why = f" ({', '.join(forcing)} forces its kernel)" if forcing else ""
+        return (
+            f"On one core, its operands in L2, {sides.backend}{why} reaches {found.factor:.0%} "
+            f"of the core's FMA rate: its micro-kernel costs {of_gap}."
+        )
+    if found.id is StepId.PACKING and sides:
+        return (
+            f"At {x(sides.shape)} one thread keeps {found.factor:.0%} of its rate in L2: "
+            f"packing the operands and moving them through the caches cost {of_gap}."
+        )
+    if found.id is StepId.ACHIEVED:  # below the tensor pipes' active cycles
+        return (
+            f"{LOSS[found.id][0].upper()}{LOSS[found.id][1:]} costs {of_gap}: the kernel "
+            f"reaches {found.factor:.0%} of what {LEFT[StepId.TENSOR_ACTIVE]}."
+        )
+    note = found.note.split(":")[0] if found.id in COUNTER_STEPS else found.note.split(";")[0]
+    return f"{LOSS[found.id][0].upper()}{LOSS[found.id][1:]} ({note}) costs {of_gap}."
+
+
+def cause_sentences(
+    name: str,
+    entry: DeviceEntry,
+    rows: pd.DataFrame,
+    head: Any,
+    knobs: pd.DataFrame | None,
+    room: int = 2,
+) -> tuple[list[str], str]:
+    """The largest measured losses of the headline's breakdown in words, each with its share of
+    the gap, and the share the measured steps leave unexplained; and "" where they explain at
+    least two thirds of the gap (the Definition of Done's "concrete"), else what says otherwise.
+    A noisy window names its noise instead of a cause. `room`: the sentences the paragraph has
+    left for its losses (at least one is named)."""
     if noisy(head):
-        return noisy_sentence(head), False
-    cause = gap_cause(name, entry, rows, head, knobs)
-    if cause is None:
-        return "", False
-    step, above = cause.step, cause.above
-    if cause.measured and step.id is StepId.ACHIEVED:  # below the tensor pipes' active cycles
-        return (
-            f"Its largest measured loss is {LOSS[step.id]}: it reaches {cause.share:.0%} of the "
-            f"{above.tflops:.4g} TFLOP/s {LEFT[above.id]}.",
-            True,
+        return [noisy_sentence(head)], "its window was noisy"
+    account = gap_account(name, entry, rows, head, knobs)
+    if account is None:
+        return [], "no gap to explain" if pd.notna(head.peak_tflops) else "no dense peak"
+    largest = [loss for loss in account.losses if loss.share >= MIN_SHARE]
+    named = largest[: max(1, min(2, room))] or account.losses[:1]
+    said = [loss_sentence(loss, entry) for loss in named]
+    left = account.unexplained
+    unsplit = account.too_noisy_share
+    if account.noisy and unsplit >= account.explained:
+        sides = entry.measured.steps if entry.measured else None
+        why = (sides and sides.shared) or (
+            f"spreads up to {max(s.spread or 0.0 for s in account.noisy):.0%}"
         )
-    if cause.measured:
-        note = step.note.split(":")[0] if step.id in (StepId.FMA, *COUNTER_STEPS) else step.note
-        return (
-            f"Its largest measured loss is {LOSS[step.id]} ({note}): {cause.share:.0%} of the "
-            "step above.",
-            True,
+        said.append(
+            f"Its other steps were too noisy to split the gap ({why}): the machine's noise is "
+            "the largest cause here; measure again on a quiet machine."
+            if account.losses
+            else f"Its steps were too noisy to split the gap ({why}): the machine's noise is the "
+            "largest cause here; measure again on a quiet machine."
         )
-    if step.id is StepId.ACHIEVED:
-        said = (
-            "Its largest loss is in the kernel itself, past what the breakdown measures: it "
-            f"reaches {cause.share:.0%} of the {above.tflops:.4g} TFLOP/s {LEFT[above.id]}"
-        )
-    else:
-        said = (
-            f"Its largest loss is {LOSS[step.id]} ({step.note}): {cause.share:.0%} of the step "
-            "above"
-        )
-    unread = unread_counters(head, entry)
-    counted = COUNTED.get(entry.kind, "")
-    counters = f"; its own counters{counted} were not read ({unread})" if unread else ""
-    return f"{said}; no measured cause yet{counters}; measure next: {cause.measure_next}.", False
+        return said, f"{pct(max(left, 0.0))} of its gap unexplained: its steps were too noisy"
+    noisy_steps = ", ".join(s.label for s in account.noisy)
+    too_noisy = f" ({noisy_steps}: too noisy to tell)" if noisy_steps else ""
+    if account.concrete:  # said with the last loss named, so it takes no sentence of its own
+        rest = f", {pct(left)} is left unexplained{too_noisy}" if left >= 0.005 else ""
+        explain = f"the measured steps explain {pct(account.explained)} of the gap{rest}."
+        said[-1] = f"{said[-1].removesuffix('.')}; {explain}" if said else explain.capitalize()
+        return said, ""
+    counted = ""
+    if unread := unread_counters(head, entry):
+        counted = f" (its own counters{COUNTED.get(entry.kind, '')} were not read: {unread})"
+    unsaid = (
+        "No measured step explains the gap"
+        if pct(left) == "all"
+        else f"{pct(left)[0].upper()}{pct(left)[1:]} of the gap is not explained by a measured step"
+    )
+    said.append(f"{unsaid}{too_noisy}; measure next: {account.measure_next}{counted}.")
+    return said, f"{pct(left)} of its gap unexplained"
+
+
+# A loss named in a paragraph: at least this share of the gap (the largest is always named).
+MIN_SHARE = 0.1
 
 
 # Another dtype is a knob where it is at least this much faster: two equal figures differ in
@@ -296,15 +366,16 @@ def node_sentence(rows: pd.DataFrame, head: SimpleNamespace) -> str:
 
 def summary_paragraph(
     name: str, entry: DeviceEntry, rows: pd.DataFrame, knobs: pd.DataFrame
-) -> tuple[str, bool]:
+) -> tuple[str, str]:
     """3 to 5 sentences: what it reached, beside what others published; its largest measured
-    loss; the next knob; where its datasheet falls short. And whether it named a cause and a
-    knob (the Definition of Done's "concrete")."""
+    losses with their share of the gap; the next knob; where its datasheet falls short. And
+    why it is not concrete (the Definition of Done's word: measured steps explain two thirds of
+    the gap, and a knob is named), or "" where it is."""
     head = lab_headline(rows, name, entry)
     if head is None:
         return (
             f"**{name}**: nothing was measured; every row is skipped or failed (appendix).",
-            False,
+            "nothing measured",
         )
     mfu = (
         f", MFU {head.mfu:.1%} of the dense {head.peak_tflops:.4g}"
@@ -330,12 +401,15 @@ def summary_paragraph(
         sentences.append(best)
     if sustained := sustained_sentence(entry, rows[rows.device == name]):
         sentences.append(sustained)
-    cause, attributed = cause_sentence(name, entry, rows, head, knobs)
+    room = room_for_losses(len(sentences))
+    causes, unexplained = cause_sentences(name, entry, rows, head, knobs, room)
     knob = knob_sentence(head, rows[rows.device == name], knobs)
     sentences += [
-        s for s in (cause, knob, datasheet_sentence(entry), older_sentence(name, entry)) if s
+        s for s in (*causes, knob, datasheet_sentence(entry), older_sentence(name, entry)) if s
     ]
-    return " ".join(sentences), attributed and not knob.startswith("Next knob: not measured")
+    if not unexplained and knob.startswith("Next knob: not measured"):
+        unexplained = "no knob measured"
+    return " ".join(sentences), unexplained
 
 
 def remeasure(name: str, entry: DeviceEntry) -> str:
@@ -410,7 +484,9 @@ def render(
         "",
         "## Definition of Done",
         "",
-        *definition_of_done(rows, manifest, {n: ok for n, (_, ok) in paragraphs.items()}, plotted),
+        *definition_of_done(
+            rows, manifest, {n: why for n, (_, why) in paragraphs.items()}, plotted
+        ),
         "",
         "## The gaps",
     ]

@@ -1,0 +1,145 @@
+"""A CPU's gap breakdown, measured in every run through the headline's own library: every thread
+and one thread at one shape (threading), and one thread with its operands in L2 (the library's
+micro-kernel, packing and memory traffic apart). The three sides run interleaved round by round,
+so a drift of the machine hits all of them alike; every sample is kept."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+
+import torch
+
+from roofline.core import arithmetic as ar
+from roofline.core.dtypes import LAB_DTYPE
+from roofline.core.measurement import Measurement, StepSides
+from roofline.device.description import CpuInfo
+from roofline.device.timing import BenchSettings
+from roofline.measuring.knob_sides import Settings, Side, in_process, matmul
+from roofline.measuring.matmul import WrongResult
+from roofline.measuring.measure import CALL_ERRORS, Target, raised
+
+# What the three sides may take on top of the headline, in seconds: one thread at the lab's
+# 8192^3 takes 11 s a call on two cores, so the sides run at the largest shape this allows.
+BUDGET_S = 10.0
+ROUNDS = 3
+IN_L2_ROUND_S = 0.3  # the in-L2 side's window a round: many calls of a small product
+STEP = 64  # the sides' shape is a multiple of this
+
+
+def sides_shape(
+    lab: list[int], tflops: float, threads: int, budget_s: float = BUDGET_S
+) -> list[int]:
+    """The lab's shape scaled down (never up) until every thread's and one thread's calls fit
+    `budget_s` at the headline's rate `tflops`: a warm-up and a timed call a round
+    (roofline.measuring.knob_sides.round_window), one thread at worst 1/threads of every
+    thread's rate. A multiple of STEP in each dimension."""
+    calls = 2 * ROUNDS * (1 + threads)
+    seconds = calls * ar.matmul_flops(*lab) / (tflops * 1e12)
+    scale = min(1.0, (budget_s / seconds) ** (1 / 3))
+    return [min(size, max(STEP, math.floor(size * scale / STEP) * STEP)) for size in lab]
+
+
+def l2_bytes(found: CpuInfo) -> int | None:
+    return next((c["size_bytes"] for c in found.get("caches", []) if c["level"] == "L2"), None)
+
+
+@contextlib.contextmanager
+def blas_threads(count: int) -> Iterator[None]:
+    """Every library the CPU's backends call on `count` threads: torch's own pool, and the BLAS
+    numpy loads (threadpoolctl), restored after."""
+    from threadpoolctl import threadpool_limits  # the CPU's only: a GPU image may lack it
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        with threadpool_limits(limits=count, user_api="blas"):
+            yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def rate(row: Measurement) -> float:
+    """A measured row's TFLOP/s: its median call."""
+    return ar.tflops(ar.matmul_flops(row.m, row.n, row.k), ar.summarize(row.samples_s)["median_s"])
+
+
+def headline_point(rows: list[Measurement]) -> Measurement | None:
+    """The CPU's headline as the report picks it (roofline.interpretation.ceilings.headline):
+    float32 at its largest measured shape, through its fastest library."""
+    measured = [r for r in rows if r.status == "measured" and r.series == "lab" and r.samples_s]
+    measured = [r for r in measured if r.dtype == LAB_DTYPE["cpu"]]
+    if not measured:
+        return None
+    return max(measured, key=lambda r: (r.m * r.n * r.k, rate(r)))
+
+
+def not_measured(why: str, head: Measurement | None = None, threads: int = 0) -> StepSides:
+    return {
+        "backend": head.backend if head else "",
+        "dtype": head.dtype if head else LAB_DTYPE["cpu"],
+        "threads": threads,
+        "shape": [],
+        "in_l2": [],
+        "every_thread_s": [],
+        "one_thread_s": [],
+        "in_l2_s": [],
+        "cpu_shares": {},
+        "reason": why,
+    }
+
+
+def measure_steps(
+    target: Target, found: CpuInfo, rows: list[Measurement], bench: BenchSettings
+) -> StepSides:
+    """The three sides through the headline's library, interleaved; not measured, with the
+    reason, where there is no headline or no L2 size, or a side's product is wrong or refused."""
+    head = headline_point(rows)
+    cores = found["logical_cores"]
+    if head is None:
+        return not_measured("no float32 headline was measured to break down", head, cores)
+    l2 = l2_bytes(found)
+    square = ar.square_in(l2) if l2 else 0
+    if not square:
+        known = "the probe read no L2 size" if l2 is None else f"{l2:,} bytes: too small"
+        return not_measured(f"no square fits in this CPU's L2 ({known})", head, cores)
+    shape = sides_shape([head.m, head.n, head.k], rate(head), cores)
+    s = Settings(replace(bench, warmup=1, warmup_seconds=0.0), ROUNDS)
+    timer = target.kind.timer()
+
+    def side(label: str, size: list[int], threads: int, **options: object) -> Side:
+        prepared = matmul(target, head.dtype, size, s, backend=head.backend, **options)
+        return in_process(label, prepared, timer, s, functools.partial(blas_threads, threads))
+
+    found_sides: StepSides = {
+        **not_measured("", head, cores),
+        "shape": shape,
+        "in_l2": [square] * 3,
+    }
+    found_sides.pop("reason")
+    try:
+        every = side("every thread", shape, cores)
+        one = side("one thread", shape, 1)
+        in_l2 = side("one thread in L2", [square] * 3, 1, sets=1)  # one set: it stays in L2
+        for round_ in range(ROUNDS):
+            first = round_ == 0
+            for key, timed, seconds, threads in (
+                ("every_thread", every, 0.0, cores),
+                ("one_thread", one, 0.0, 1),
+                ("in_l2", in_l2, IN_L2_ROUND_S, 1),
+            ):
+                cpu, wall = time.process_time(), time.perf_counter()
+                found_sides[f"{key}_s"].append(timed.measure(seconds, first))
+                # Our CPU time over the round's wall time on its threads: under 1 where others
+                # took the cores (roofline.interpretation.noise reads it as a row's cpu_share).
+                share = (time.process_time() - cpu) / ((time.perf_counter() - wall) * threads)
+                found_sides["cpu_shares"].setdefault(key, []).append(round(share, 4))
+    except WrongResult as err:
+        return not_measured(f"wrong result, not timed: {err}", head, cores)
+    except CALL_ERRORS as err:
+        return not_measured(f"the call raised: {raised(err)}", head, cores)
+    return found_sides
