@@ -97,7 +97,8 @@ def every_ceiling(cores: int = 2) -> dict:
     caches = cache_ceilings.measure_cache_bandwidth(
         cores, ["avx512f"], SIZES, "given", 0.01, memory_bytes=1 << 30
     )
-    return {"clock": (clock, why), "fma": fma, "caches": caches}
+    under_fma = peakflops.measure_fma_clock(cores, ["avx512f"], seconds=0.01)
+    return {"clock": (clock, why), "fma": fma, "caches": caches, "fma_clock": under_fma}
 
 
 @posix_only
@@ -126,6 +127,8 @@ def test_a_kernel_that_hangs_fails_or_prints_nonsense_is_not_measured_and_says_w
     assert seen["fma"]["gflops"] is None and seen["fma"]["reason"] == f"not measured: {said}"
     for level in seen["caches"]:
         assert level["gbps"] is None and level["reason"] == f"not measured: {said}", level
+    under = seen["fma_clock"]
+    assert under["ghz"] is None and under["reason"] == f"not measured: {said}"
 
 
 @posix_only
@@ -159,6 +162,11 @@ def test_a_kernel_printing_well_formed_lies_is_refused_with_both_figures(tmp_pat
         "refused: 2e+06 GFLOP/s is above what these cores can do, 1120 "
         "(2 cores x 7 GHz x 64 FLOP/cycle + 25%)"
     )
+    assert seen["fma_clock"] == {
+        "ghz": None,
+        "vector": "AVX-512 (512-bit)",
+        "reason": "refused: 1e+06 GHz is not a clock any CPU runs at (0 to 7)",
+    }
     bounds = {"L1": "3584 (2 cores x 7 GHz x 256", "L2": "1792 (2 cores x 7 GHz x 128"}
     bounds |= {"DRAM": "896 (2 cores x 7 GHz x 64"}
     for level in seen["caches"]:
@@ -285,6 +293,8 @@ def test_on_windows_the_kernels_are_not_built_whatever_compiler_is_there(tmp_pat
     assert seen["clock"] == (None, f"the clock program was not measured: {said}")
     assert seen["fma"]["reason"] == f"not measured: {said}"
     assert all(level["reason"] == f"not measured: {said}" for level in seen["caches"])
+    assert seen["fma_clock"]["ghz"] is None  # its asm is POSIX C's too: never built there
+    assert seen["fma_clock"]["reason"] == f"not measured: {said}"
     assert peakflops.naive_matmul() is None  # the textbook knob: not measured either
 
 
@@ -333,12 +343,17 @@ QEMU = shutil.which("qemu-aarch64")
         (peakflops.CLOCK_PROGRAM, {}, []),
         (peakflops.FMA_PROGRAM, {"VECTOR_BYTES": 16, "ACC": 12}, ["200000"]),
         (
+            peakflops.FMA_PROGRAM,
+            {"VECTOR_BYTES": 16, "ACC": 12, "CHAIN": peakflops.CHAIN},
+            ["200000"],
+        ),
+        (
             cache_ceilings.READ_PROGRAM,
             {"VECTOR_BYTES": 16, "ACC": 12},
             [str(64 << 10), "0.01", "2"],
         ),
     ],
-    ids=["clock", "fma", "read"],
+    ids=["clock", "fma", "clock under fma", "read"],
 )
 def test_the_clock_fma_and_cache_programs_compile_and_run_for_arm64(
     tmp_path, program, defines, args

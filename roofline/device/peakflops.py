@@ -25,22 +25,30 @@ from roofline.device.programs import (
     run_window,
 )
 
-CLOCK_PROGRAM = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
+# A register add on x86-64 and arm64 (register operands: recent cores fold add-immediate chains),
+# four at a time: the dependent chain both clock programs count cycles with.
+ADD_CHAIN = r"""
 #if defined(__aarch64__)
 #define ADD "add %0, %0, %1\n\t"
 #else
 #define ADD "add %1, %0\n\t"
 #endif
+#define ADD4 ADD ADD ADD ADD
+"""
+
+CLOCK_PROGRAM = (
+    ADD_CHAIN
+    + r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 int main(int argc, char **argv) {
     struct timespec t0, t1, c0, c1;
     unsigned long x = 0, y = 1, n = argc > 1 ? strtoul(argv[1], NULL, 10) : 100000000UL;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (unsigned long i = 0; i < n; i++)
-        __asm__ volatile(ADD ADD ADD ADD : "+r"(x) : "r"(y));
+        __asm__ volatile(ADD4 : "+r"(x) : "r"(y));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
@@ -49,10 +57,17 @@ int main(int argc, char **argv) {
     return x == 0;
 }
 """
+)
 
 # Independent multiply-adds on ACC vectors of VECTOR_BYTES: enough chains in flight to cover
-# the FMA latency on every unit, few enough to stay in registers (AVX2 has 16 of them).
-FMA_PROGRAM = r"""
+# the FMA latency on every unit, few enough to stay in registers (AVX2 has 16 of them). It
+# prints its GFLOP/s. Built with CHAIN=16 it measures the clock under that load instead (the
+# Chips and Cheese method): CHAIN dependent register adds a loop, one a cycle, set the loop's
+# pace beside the FMAs, and it prints the adds' rate in GHz. ACC FMAs take at most ACC cycles
+# on one FMA unit, fewer than CHAIN, so the adds stay the critical path.
+FMA_PROGRAM = (
+    ADD_CHAIN
+    + r"""
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -60,6 +75,7 @@ typedef float vec __attribute__((vector_size(VECTOR_BYTES)));
 #define LANES (VECTOR_BYTES / 4)
 int main(int argc, char **argv) {
     long n = atol(argv[1]);
+    unsigned long chain = 0, one = 1;
     vec acc[ACC], x, y;
     for (int j = 0; j < ACC; j++) acc[j] = (vec){0} + 1.0f + j * 1e-3f;
     x = (vec){0} + (argc > 2 ? 1.0f : 0.999999f);
@@ -68,6 +84,9 @@ int main(int argc, char **argv) {
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 0; i < n; i++) {
+#ifdef CHAIN
+        __asm__ volatile(ADD4 ADD4 ADD4 ADD4 : "+r"(chain) : "r"(one));
+#endif
 #pragma GCC unroll 16
         for (int j = 0; j < ACC; j++) acc[j] = acc[j] * x + y;
     }
@@ -78,51 +97,16 @@ int main(int argc, char **argv) {
     float sum = 0;
     for (int j = 0; j < ACC; j++)
         for (int l = 0; l < LANES; l++) sum += acc[j][l];
+#ifdef CHAIN
+    printf("%f %f %f %lu\n", (double)CHAIN * n / s / 1e9, cpu / s, sum, chain);
+#else
     printf("%f %f %f\n", 2.0 * LANES * ACC * n / s / 1e9, cpu / s, sum);
+#endif
     return 0;
 }
 """
-
-
-# The clock under the widest FMA load (the Chips and Cheese method): CHAIN dependent register
-# adds a loop, one a cycle, set the loop's pace, while ACC independent FMAs at VECTOR_BYTES keep
-# the vector units busy beside them. ACC FMAs take at most ACC cycles on one FMA unit, fewer than
-# CHAIN, so the adds stay the critical path and count cycles at whatever clock the FMAs allow.
-FMA_CLOCK_PROGRAM = r"""
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-#if defined(__aarch64__)
-#define ADD "add %0, %0, %1\n\t"
-#else
-#define ADD "add %1, %0\n\t"
-#endif
-#define ADD4 ADD ADD ADD ADD
-typedef float vec __attribute__((vector_size(VECTOR_BYTES)));
-#define CHAIN 16
-int main(int argc, char **argv) {
-    struct timespec t0, t1, c0, c1;
-    unsigned long x = 0, y = 1, n = argc > 1 ? strtoul(argv[1], NULL, 10) : 10000000UL;
-    vec acc[ACC], m = (vec){0} + 0.999999f, a = (vec){0} + 1e-7f;
-    for (int j = 0; j < ACC; j++) acc[j] = (vec){0} + 1.0f + j * 1e-3f;
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (unsigned long i = 0; i < n; i++) {
-        __asm__ volatile(ADD4 ADD4 ADD4 ADD4 : "+r"(x) : "r"(y));
-#pragma GCC unroll 16
-        for (int j = 0; j < ACC; j++) acc[j] = acc[j] * m + a;
-    }
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
-    double s = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
-    double cpu = (c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
-    float sum = 0;
-    for (int j = 0; j < ACC; j++)
-        for (int l = 0; l < VECTOR_BYTES / 4; l++) sum += acc[j][l];
-    printf("%f %f %f\n", (double)CHAIN * n / s / 1e9, cpu / s, sum);
-    return x == 0;
-}
-"""
+)
+CHAIN = 16  # the dependent adds a loop of FMA_PROGRAM built to measure the clock under load
 
 
 def measure_clock_ghz(cores: int, seconds: float = 0.15) -> tuple[float | None, str]:
@@ -165,21 +149,20 @@ class FmaClock(TypedDict):
 
 def measure_fma_clock(cores: int, isa: list[str], seconds: float = 0.15) -> FmaClock:
     """The clock all cores run at while their FMA units work at the widest vector the flags show
-    (FMA_CLOCK_PROGRAM): beside the plain clock, what a frequency licence or the power limit
+    (FMA_PROGRAM built with CHAIN): beside the plain clock, what a frequency licence or the power limit
     takes from wide-vector code. The slowest core of the best window no other process shared."""
     _, width, accumulators, vector = next(v for v in VECTORS if not v[0] or v[0] in isa)
     if platform.machine() not in ("x86_64", "AMD64", "arm64", "aarch64"):
         return {"ghz": None, "vector": vector, "reason": f"not measured on {platform.machine()}"}
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            binary = build(
-                FMA_CLOCK_PROGRAM, Path(tmp), {"VECTOR_BYTES": width, "ACC": accumulators}
-            )
+            defines = {"VECTOR_BYTES": width, "ACC": accumulators, "CHAIN": CHAIN}
+            binary = build(FMA_PROGRAM, Path(tmp), defines)
             if binary is None:
                 return {"ghz": None, "vector": vector, "reason": f"not measured: {not_built()}"}
-            probe = 200_000  # 16 adds a loop, one a cycle: calibrated to `seconds` a window
+            probe = 200_000  # CHAIN adds a loop, one a cycle: calibrated to `seconds` a window
             ghz = run_window(binary, [str(probe)], 1).values[0]
-            iterations = max(probe, int(ghz * 1e9 * seconds / 16))
+            iterations = max(probe, int(ghz * 1e9 * seconds / CHAIN))
             seen = [run_window(binary, [str(iterations)], cores) for _ in range(programs.WINDOWS)]
         except ProgramFailed as err:
             return {"ghz": None, "vector": vector, "reason": f"not measured: {err}"}

@@ -5,21 +5,17 @@ so a drift of the machine hits all of them alike; every sample is kept."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import time
-from collections.abc import Iterator
 from dataclasses import replace
-
-import torch
 
 from roofline.core import arithmetic as ar
 from roofline.core.dtypes import LAB_DTYPE
 from roofline.core.measurement import Measurement, StepSides
 from roofline.device.description import CpuInfo
 from roofline.device.timing import BenchSettings
-from roofline.measuring.knob_sides import Settings, Side, in_process, matmul
+from roofline.measuring.knob_sides import Settings, Side, in_process, matmul, threads
 from roofline.measuring.matmul import WrongResult
 from roofline.measuring.measure import CALL_ERRORS, Target, raised
 
@@ -40,27 +36,14 @@ def sides_shape(
     thread's rate. A multiple of STEP in each dimension."""
     calls = 2 * ROUNDS * (1 + threads)
     seconds = calls * ar.matmul_flops(*lab) / (tflops * 1e12)
-    scale = min(1.0, (budget_s / seconds) ** (1 / 3))
+    scale = (budget_s / seconds) ** (1 / 3)
+    if scale >= 1:
+        return list(lab)
     return [min(size, max(STEP, math.floor(size * scale / STEP) * STEP)) for size in lab]
 
 
 def l2_bytes(found: CpuInfo) -> int | None:
     return next((c["size_bytes"] for c in found.get("caches", []) if c["level"] == "L2"), None)
-
-
-@contextlib.contextmanager
-def blas_threads(count: int) -> Iterator[None]:
-    """Every library the CPU's backends call on `count` threads: torch's own pool, and the BLAS
-    numpy loads (threadpoolctl), restored after."""
-    from threadpoolctl import threadpool_limits  # the CPU's only: a GPU image may lack it
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(count)
-    try:
-        with threadpool_limits(limits=count, user_api="blas"):
-            yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def rate(row: Measurement) -> float:
@@ -78,19 +61,34 @@ def headline_point(rows: list[Measurement]) -> Measurement | None:
     return max(measured, key=lambda r: (r.m * r.n * r.k, rate(r)))
 
 
-def not_measured(why: str, head: Measurement | None = None, threads: int = 0) -> StepSides:
-    return {
+SIDES = ("every_thread", "one_thread", "in_l2")
+
+
+def sides_record(
+    head: Measurement | None,
+    threads: int,
+    reason: str = "",
+    shape: list[int] | None = None,
+    in_l2: list[int] | None = None,
+    samples: dict[str, list[list[float]]] | None = None,
+    shares: dict[str, list[float]] | None = None,
+) -> StepSides:
+    """The sides as the record keeps them; without samples, not measured, and `reason` why."""
+    samples = samples or {}
+    record: StepSides = {
         "backend": head.backend if head else "",
         "dtype": head.dtype if head else LAB_DTYPE["cpu"],
         "threads": threads,
-        "shape": [],
-        "in_l2": [],
-        "every_thread_s": [],
-        "one_thread_s": [],
-        "in_l2_s": [],
-        "cpu_shares": {},
-        "reason": why,
+        "shape": shape or [],
+        "in_l2": in_l2 or [],
+        "every_thread_s": samples.get("every_thread", []),
+        "one_thread_s": samples.get("one_thread", []),
+        "in_l2_s": samples.get("in_l2", []),
+        "cpu_shares": shares or {},
     }
+    if reason:
+        record["reason"] = reason
+    return record
 
 
 def measure_steps(
@@ -101,45 +99,39 @@ def measure_steps(
     head = headline_point(rows)
     cores = found["logical_cores"]
     if head is None:
-        return not_measured("no float32 headline was measured to break down", head, cores)
+        return sides_record(head, cores, "no float32 headline was measured to break down")
     l2 = l2_bytes(found)
     square = ar.square_in(l2) if l2 else 0
     if not square:
         known = "the probe read no L2 size" if l2 is None else f"{l2:,} bytes: too small"
-        return not_measured(f"no square fits in this CPU's L2 ({known})", head, cores)
+        return sides_record(head, cores, f"no square fits in this CPU's L2 ({known})")
     shape = sides_shape([head.m, head.n, head.k], rate(head), cores)
     s = Settings(replace(bench, warmup=1, warmup_seconds=0.0), ROUNDS)
     timer = target.kind.timer()
 
-    def side(label: str, size: list[int], threads: int, **options: object) -> Side:
+    def side(label: str, size: list[int], count: int, **options: object) -> Side:
         prepared = matmul(target, head.dtype, size, s, backend=head.backend, **options)
-        return in_process(label, prepared, timer, s, functools.partial(blas_threads, threads))
+        return in_process(label, prepared, timer, s, functools.partial(threads, count))
 
-    found_sides: StepSides = {
-        **not_measured("", head, cores),
-        "shape": shape,
-        "in_l2": [square] * 3,
-    }
-    found_sides.pop("reason")
+    samples: dict[str, list[list[float]]] = {key: [] for key in SIDES}
+    shares: dict[str, list[float]] = {key: [] for key in SIDES}
     try:
-        every = side("every thread", shape, cores)
-        one = side("one thread", shape, 1)
-        in_l2 = side("one thread in L2", [square] * 3, 1, sets=1)  # one set: it stays in L2
+        sides = {
+            "every_thread": (side("every thread", shape, cores), 0.0, cores),
+            "one_thread": (side("one thread", shape, 1), 0.0, 1),
+            # One operand set, so that it stays in L2.
+            "in_l2": (side("one thread in L2", [square] * 3, 1, sets=1), IN_L2_ROUND_S, 1),
+        }
         for round_ in range(ROUNDS):
-            first = round_ == 0
-            for key, timed, seconds, threads in (
-                ("every_thread", every, 0.0, cores),
-                ("one_thread", one, 0.0, 1),
-                ("in_l2", in_l2, IN_L2_ROUND_S, 1),
-            ):
+            for key, (timed, seconds, count) in sides.items():
                 cpu, wall = time.process_time(), time.perf_counter()
-                found_sides[f"{key}_s"].append(timed.measure(seconds, first))
+                samples[key].append(timed.measure(seconds, round_ == 0))
                 # Our CPU time over the round's wall time on its threads: under 1 where others
                 # took the cores (roofline.interpretation.noise reads it as a row's cpu_share).
-                share = (time.process_time() - cpu) / ((time.perf_counter() - wall) * threads)
-                found_sides["cpu_shares"].setdefault(key, []).append(round(share, 4))
+                share = (time.process_time() - cpu) / ((time.perf_counter() - wall) * count)
+                shares[key].append(round(share, 4))
     except WrongResult as err:
-        return not_measured(f"wrong result, not timed: {err}", head, cores)
+        return sides_record(head, cores, f"wrong result, not timed: {err}")
     except CALL_ERRORS as err:
-        return not_measured(f"the call raised: {raised(err)}", head, cores)
-    return found_sides
+        return sides_record(head, cores, f"the call raised: {raised(err)}")
+    return sides_record(head, cores, "", shape, [square] * 3, samples, shares)

@@ -101,9 +101,14 @@ def matmul(
 
 @contextlib.contextmanager
 def threads(count: int) -> Iterator[None]:
+    """Every library a CPU's backends call on `count` threads: torch's own pool, and the BLAS
+    numpy loads (threadpoolctl), restored after."""
+    from threadpoolctl import threadpool_limits  # the CPU's only: a GPU image may lack it
+
     before = torch.get_num_threads()
     torch.set_num_threads(count)
     try:
-        yield
+        with threadpool_limits(limits=count, user_api="blas"):
+            yield
     finally:
         torch.set_num_threads(before)
