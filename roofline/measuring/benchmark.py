@@ -370,7 +370,8 @@ def describe_steps(steps: StepSides) -> str:
     )
     shape, square = ("x".join(map(str, s)) for s in (steps["shape"], steps["in_l2"]))
     return (
-        f"{steps['backend']} at {shape}: {steps['threads']} threads {every:.4g} TFLOP/s, "
+        f"{steps['backend']} at {shape}: {steps['threads']} thread"
+        f"{'s' * (steps['threads'] > 1)} {every:.4g} TFLOP/s, "
         f"1 thread {one:.4g}; 1 thread at {square} (in L2) {l2:.4g}"
     )
 
