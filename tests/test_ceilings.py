@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from roofline.interpretation.breakdown import StepId, breakdown, gap_shares
+from roofline.interpretation.breakdown import Step, StepId, breakdown, gap_shares
 from roofline.interpretation.ceilings import (
     Ceiling,
     measured_ceilings,
@@ -490,3 +490,35 @@ def test_every_kind_of_device_has_a_lab_dtype_for_its_headline():
         }
     )
     assert ceilings_headline(rows, "mps").dtype == "float16"
+
+
+def test_a_cpu_with_no_peak_starts_at_its_fma_ceiling_and_shares_out_no_gap():
+    # A Mac: Accelerate's float32 runs on the matrix units, so the CPU has no computed peak, and
+    # one thread in L2 outruns one core's share of the NEON FMA ceiling.
+    from types import SimpleNamespace as Namespace
+
+    from roofline.rendering.causes import unpeaked_sentence
+
+    head = cpu_head(0.3)
+    head.peak_tflops, head.peak_source = float("nan"), "no computed peak: Accelerate"
+    mac = cpu_sides(every=0.3, one=0.16, in_l2=0.2)
+    neon = Fma(200.0, "128-bit (SSE / NEON)")  # 0.1 TFLOP/s a core on two
+    steps = breakdown(head, ITSELF, "cpu", None, cpu=(neon, None, None, mac))
+    assert steps[0].tflops is None and gap_shares(steps) == []
+    assert steps[2] == Step(
+        StepId.FMA,
+        0.2,
+        "every core at once, 128-bit (SSE / NEON): no dense peak above it to hold it to",
+    )
+    assert steps[4].factor == pytest.approx(2.0) and "above it, so the library" in steps[4].note
+    entry = Namespace(measured=Namespace(steps=mac))
+    assert unpeaked_sentence(steps, entry) == (
+        "With no dense peak its gap is not shared out; through numpy, 2 threads reach 94% of 2x "
+        "one thread's rate at 4096x4096x4096; one thread in L2 reaches 200% of a core's FMA "
+        "rate: it runs on units that rate does not measure; one thread at 4096x4096x4096 keeps "
+        "80% of its rate in L2."
+    )
+    # Neither a peak nor an FMA ceiling (no compiler): one thread is held to nothing, and said.
+    bare = breakdown(head, ITSELF, "cpu", None, cpu=(None, None, None, mac))
+    assert bare[4].tflops is None and bare[4].note.endswith("no peak or FMA ceiling to hold it to")
+    assert bare[-1].note == "no step above to compare with"

@@ -33,7 +33,7 @@ from roofline.interpretation.manifest import (
 from roofline.interpretation.rows import CSV_COLUMNS, row
 from roofline.machines import records
 from roofline.machines.records import knobs_record, pending_record, sweep_record
-from roofline.rendering import gap_paragraph, report
+from roofline.rendering import causes, gap_paragraph, report
 from tests import golden
 from tests.fakes.cuda.played_cuda import SM90_KERNELS
 from tests.manifests import entry
@@ -244,8 +244,8 @@ def test_the_cause_follows_a_step_by_its_identifier_not_its_label(monkeypatch):
     )
     # Every step a loss can be is worded as one, and every step a remainder can be left by.
     every = set(breakdown.StepId)
-    assert set(report.LOSS) == every - {breakdown.StepId.PEAK}  # achieved: issue efficiency
-    assert set(report.LEFT) == every - {breakdown.StepId.ACHIEVED}
+    assert set(causes.LOSS) == every - {breakdown.StepId.PEAK}  # achieved: issue efficiency
+    assert set(causes.LEFT) == every - {breakdown.StepId.ACHIEVED}
     assert set(breakdown.STEP_LABELS) == set(breakdown.StepId)
     reworded = {step: label.upper() for step, label in breakdown.STEP_LABELS.items()}
     monkeypatch.setattr(breakdown, "STEP_LABELS", reworded)
@@ -254,7 +254,7 @@ def test_the_cause_follows_a_step_by_its_identifier_not_its_label(monkeypatch):
     head = type("Head", (), {"noisy": "", "peak_tflops": 989.4})()
     # ...the sentences did not. Shares of the gap: log(600/900) / log(590/989.4) = 78%, and
     # log(900/989.4) / the same = 18%; what remains, 3%, is no cause.
-    assert report.cause_sentences("h100", entry(), None, head, None) == (
+    assert causes.cause_sentences("h100", entry(), None, head, None) == (
         [
             "The shape (best shape) costs 78% of the gap.",
             "The SM clock under load (1650 MHz) costs 18% of the gap; the measured steps explain "
@@ -276,7 +276,7 @@ def test_a_gap_mostly_past_the_measured_steps_is_not_concrete_and_says_what_to_m
     )
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 989.4})()
-    said, unexplained = report.cause_sentences("h100", entry(), None, head, None)
+    said, unexplained = causes.cause_sentences("h100", entry(), None, head, None)
     assert unexplained == "92% of its gap unexplained"
     assert said == [
         "The SM clock under load (1900 MHz) costs 8% of the gap.",
@@ -289,7 +289,7 @@ def test_a_gap_mostly_past_the_measured_steps_is_not_concrete_and_says_what_to_m
         (breakdown.StepId.CEILING, 960.0, "best shape"),
         (breakdown.StepId.ACHIEVED, 600.0, "what remains"),
     )
-    said, unexplained = report.cause_sentences("h100", entry(), None, head, None)
+    said, unexplained = causes.cause_sentences("h100", entry(), None, head, None)
     assert unexplained and said[-1].endswith(f"measure next: {gaps.BEYOND['cuda']}.")
 
 
@@ -313,7 +313,7 @@ def test_a_cpu_whose_counters_are_unreadable_says_so_where_its_kernel_is_the_los
         ({"readable": True, "reason": "counted"}, False),
         (None, False),  # a record from before counters were asked
     ):
-        said, unexplained = report.cause_sentences(
+        said, unexplained = causes.cause_sentences(
             "cpu", entry(kind="cpu", counters=counters), None, head, None
         )
         assert unexplained == "71% of its gap unexplained", said
@@ -323,7 +323,7 @@ def test_a_cpu_whose_counters_are_unreadable_says_so_where_its_kernel_is_the_los
         )
     # A step too noisy to tell is named as such, and explains nothing.
     steps[2] = dataclasses.replace(steps[2], tflops=None, too_noisy=True, spread=0.3)
-    said, _ = report.cause_sentences("cpu", entry(kind="cpu"), None, head, None)
+    said, _ = causes.cause_sentences("cpu", entry(kind="cpu"), None, head, None)
     assert said[-1].startswith(
         "74% of the gap is not explained by a measured step (threading across the cores: too "
         "noisy to tell)"
@@ -345,7 +345,7 @@ def test_a_machine_noisier_than_every_step_names_its_noise_as_the_cause(monkeypa
     ]
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     head = type("Head", (), {"noisy": "", "peak_tflops": 0.46})()
-    said, unexplained = report.cause_sentences("cpu", entry(kind="cpu"), None, head, None)
+    said, unexplained = causes.cause_sentences("cpu", entry(kind="cpu"), None, head, None)
     assert said == [
         "Its steps were too noisy to split the gap (spreads up to 40%): the machine's noise is "
         "the largest cause here; measure again on a quiet machine."
@@ -368,7 +368,7 @@ def test_quantisation_is_a_measured_cause_only_at_the_tile_of_the_kernel_that_ra
     )
     monkeypatch.setattr(gaps, "device_breakdown", lambda *args: steps)
     ran = type("Head", (), {"noisy": "", "peak_tflops": 989.4, "kernel": SM90_F16})()
-    assert report.cause_sentences("h100", entry(), None, ran, None) == (
+    assert causes.cause_sentences("h100", entry(), None, ran, None) == (
         [
             f"Tile and wave quantisation ({note}) costs 85% of the gap.",
             "The SM clock under load (1900 MHz) costs 11% of the gap; the measured steps explain "
@@ -378,7 +378,7 @@ def test_quantisation_is_a_measured_cause_only_at_the_tile_of_the_kernel_that_ra
     )
     for kernel in ("", float("nan")):  # none recorded (results.csv's empty cell): assumed
         head = type("Head", (), {"noisy": "", "peak_tflops": 989.4, "kernel": kernel})()
-        assert report.cause_sentences("h100", entry(), None, head, None)[1]
+        assert causes.cause_sentences("h100", entry(), None, head, None)[1]
     # Every step measured and what remains the largest share: what to measure next is past
     # the tile, which is known.
     steps[:] = chain(
@@ -388,7 +388,7 @@ def test_quantisation_is_a_measured_cause_only_at_the_tile_of_the_kernel_that_ra
         (breakdown.StepId.QUANTISATION, 920.0, note),
         (breakdown.StepId.ACHIEVED, 600.0, "what remains"),
     )
-    said, unexplained = report.cause_sentences("h100", entry(), None, ran, None)
+    said, unexplained = causes.cause_sentences("h100", entry(), None, ran, None)
     assert unexplained and said[-1].endswith(f"measure next: {gaps.BEYOND_RAN}.")
 
 

@@ -251,17 +251,23 @@ def bound_of(head: Any, found: Step) -> Step:
 
 
 def measured(
-    id: StepId, chain: float, factor: float, note: str, spread: float | None, shared: str = ""
+    id: StepId,
+    chain: float | None,
+    factor: float,
+    note: str,
+    spread: float | None,
+    shared: str = "",
 ) -> Step:
-    """A step of a measured factor on `chain` (the step above's TFLOP/s, noisy steps included):
-    no number where its sides' spread is larger than its effect, or others shared the cores."""
+    """A step of a measured factor on `chain` (the step above's TFLOP/s, noisy steps included;
+    None where no peak starts the chain): no number where its sides' spread is larger than its
+    effect, or others shared the cores."""
     if shared:
         said = f"{note}; too noisy to tell: {shared}"
         return Step(id, None, said, factor=factor, spread=spread, too_noisy=True)
     if spread is not None and spread > abs(1 - factor):
         said = f"{note}; too noisy to tell (spread {spread:.1%}, effect {abs(1 - factor):.1%})"
         return Step(id, None, said, factor=factor, spread=spread, too_noisy=True)
-    return Step(id, chain * factor, note, factor=factor, spread=spread)
+    return Step(id, None if chain is None else chain * factor, note, factor=factor, spread=spread)
 
 
 def x(shape: list[int] | tuple[int, ...]) -> str:
@@ -281,11 +287,12 @@ def cpu_chain(
     of the ceiling above (the micro-kernel); one thread at the breakdown's shape against in L2
     (packing and memory traffic); what remains, to the achieved figure."""
     steps = [step(StepId.PEAK, head.peak_tflops, head.peak_source)]
-    chain = float(head.peak_tflops)
+    chain = number_of(head.peak_tflops)  # None: no peak (Accelerate's matrix units)
 
     def add(found: Step) -> None:
         nonlocal chain
-        chain *= found.factor if found.factor is not None else 1.0
+        if chain is not None and found.factor is not None:
+            chain *= found.factor
         steps.append(found)
 
     if fma_clock and fma_clock.ghz and plain_clock_ghz:
@@ -298,7 +305,11 @@ def cpu_chain(
     else:
         why = (fma_clock and fma_clock.reason) or "the plain clock was not measured"
         add(step(StepId.CLOCK, None, f"not measured: {why}"))
-    if fma and fma.gflops is not None:
+    if fma and fma.gflops is not None and chain is None:  # the ceiling starts the chain
+        chain = fma.gflops / 1e3
+        note = f"every core at once, {fma.vector}: no dense peak above it to hold it to"
+        steps.append(step(StepId.FMA, chain, note))
+    elif fma and fma.gflops is not None:
         factor = fma.gflops / 1e3 / chain
         issue = "not fed every cycle" if factor < 1 else "fed every cycle"
         note = (
@@ -321,7 +332,7 @@ def cpu_chain(
     else:
         every, one, in_l2 = sides.every_thread, sides.one_thread, sides.in_l2_thread
         busy = sides.shared
-        shared = chain  # what every thread shares
+        shared = chain  # what every thread shares; None: neither a peak nor an FMA ceiling
         if sides.threads > 1:
             factor = every.tflops / (sides.threads * one.tflops)
             note = (
@@ -332,19 +343,23 @@ def cpu_chain(
         else:
             add(Step(StepId.THREADS, chain, "one thread: nothing to share", factor=1.0))
         best = max(in_l2, one, key=lambda side: side.tflops)
-        per_core = shared / sides.threads
         where = (
             f"with its operands in L2 ({x(sides.in_l2)})"
             if best is in_l2
             else f"at {x(sides.shape)} (faster than in L2, where each call is short)"
         )
-        note = (
-            f"{sides.backend} on one thread {where}: {best.tflops:.4g} TFLOP/s, "
-            f"{best.tflops / per_core:.1%} of {ceiling} ({per_core:.4g})"
-        )
-        if best.tflops > per_core:  # e.g. Accelerate on Apple's matrix units, past the FMAs
-            note += ": above it, so the library runs on units that ceiling does not measure"
-        add(measured(StepId.MICRO_KERNEL, chain, best.tflops / per_core, note, best.spread, busy))
+        reached = f"{sides.backend} on one thread {where}: {best.tflops:.4g} TFLOP/s"
+        if shared is None:
+            steps.append(
+                step(StepId.MICRO_KERNEL, None, f"{reached}; no peak or FMA ceiling to hold it to")
+            )
+        else:
+            per_core = shared / sides.threads
+            note = f"{reached}, {best.tflops / per_core:.1%} of {ceiling} ({per_core:.4g})"
+            if best.tflops > per_core:  # e.g. Accelerate on Apple's matrix units, past the FMAs
+                note += ": above it, so the library runs on units that ceiling does not measure"
+            factor = best.tflops / per_core
+            add(measured(StepId.MICRO_KERNEL, chain, factor, note, best.spread, busy))
         factor = one.tflops / best.tflops
         note = (
             f"one thread at {x(sides.shape)}: {one.tflops:.4g} TFLOP/s, {factor:.1%} of its rate "
@@ -359,6 +374,9 @@ def cpu_chain(
         if usable
         else "not split by a measurement"
     )
+    if chain is None:
+        steps.append(step(StepId.ACHIEVED, head.achieved_tflops, "no step above to compare with"))
+        return steps
     factor = head.achieved_tflops / chain
     note = f"what remains ({between}): achieved is {factor:.1%} of the step above"
     steps.append(Step(StepId.ACHIEVED, head.achieved_tflops, note, factor=factor))

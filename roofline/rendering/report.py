@@ -9,17 +9,13 @@ import pandas as pd
 
 from roofline.configuration.params import RENTED_KINDS
 from roofline.core.dtypes import LAB_DTYPE
-from roofline.interpretation.breakdown import GapShare, StepId, x
 from roofline.interpretation.ceilings import lab_headline
 from roofline.interpretation.figures import ratio
 from roofline.interpretation.gaps import (
     above_peak,
-    forced,
-    gap_account,
     noisy,
     room_for_losses,
     same_point,
-    unread_counters,
 )
 from roofline.interpretation.interpret import (
     PUBLISHED_CAUSES,
@@ -36,10 +32,10 @@ from roofline.interpretation.manifest import (
 )
 from roofline.interpretation.node import node_spread
 from roofline.interpretation.rows import KNOB_COLUMNS, knob_title
+from roofline.rendering.causes import cause_sentences
 from roofline.rendering.sentences import (
     cell,
     datasheet_sentence,
-    noisy_sentence,
     spread_words,
     sustained_sentence,
 )
@@ -157,146 +153,6 @@ def definition_of_done(
         )
     )
     return [f"- [{'x' if ok else ' '}] {text}." for ok, text in items]
-
-
-# A breakdown's steps (roofline.interpretation.breakdown), as a loss, and as what a step
-# leaves. A counter's step is named by its counter alone (its note's share is the sentence's).
-COUNTER_STEPS = (StepId.GPU_BUSY, StepId.SMS_BUSY, StepId.TENSOR_ACTIVE)
-LOSS = {
-    StepId.CLOCK: "the SM clock under load",
-    StepId.FMA: "the cores' own FMA throughput",
-    StepId.THREADS: "threading across the cores",
-    StepId.MICRO_KERNEL: "the library's micro-kernel on one core",
-    StepId.PACKING: "packing the operands and moving them through the caches",
-    StepId.CEILING: "the shape",
-    StepId.QUANTISATION: "tile and wave quantisation",
-    StepId.GPU_BUSY: "the GPU idle in the window (launch gaps and syncs)",
-    StepId.SMS_BUSY: "SMs left without work",
-    StepId.TENSOR_ACTIVE: "the tensor pipes idle in the busy SMs' cycles",
-    StepId.ACHIEVED: "the kernel's issue efficiency",
-}
-
-LEFT = {
-    StepId.PEAK: "of the dense peak",
-    StepId.CLOCK: "the SM clock under load leaves",
-    StepId.FMA: "the cores' FMA throughput allows",
-    StepId.THREADS: "threading across the cores leaves",
-    StepId.MICRO_KERNEL: "the micro-kernel on one core reaches",
-    StepId.PACKING: "packing and memory leave",
-    StepId.CEILING: "the best shape measured reaches",
-    StepId.QUANTISATION: "that tile and wave quantisation leave",
-    StepId.GPU_BUSY: "the GPU's busy time leaves",
-    StepId.SMS_BUSY: "the SMs given work leave",
-    StepId.TENSOR_ACTIVE: "the tensor pipes' active cycles allow at full rate",
-}
-
-
-# What a device's own counters would count of the kernel's remaining loss, where it is not a
-# GPU's (whose counters' refusals name the metrics).
-COUNTED = {"cpu": " (its FP instructions per cycle)"}
-
-
-def pct(share: float) -> str:
-    """A share of the gap in words: never "0%" for a loss that is one, never past "all"."""
-    return "all" if share >= 0.995 else "under 1%" if share < 0.005 else f"{share:.0%}"
-
-
-def loss_sentence(loss: GapShare, entry: DeviceEntry) -> str:
-    """One named loss in the field's words, with its share of the gap."""
-    found, of_gap = loss.step, f"{pct(loss.share)} of the gap"
-    sides = entry.measured.steps if entry.measured else None
-    if entry.kind == "cpu" and found.id is StepId.CLOCK:
-        return f"{found.note[0].upper()}{found.note[1:]}: {of_gap}."
-    if found.id is StepId.FMA:
-        under = entry.measured and entry.measured.fma_clock and entry.measured.fma_clock.ghz
-        at = "the dense peak at their clock under load" if under else "the dense peak"
-        return (
-            f"The cores' FMA ceiling is {found.factor:.0%} of {at} (the FMA units are not fed "
-            f"every cycle): {of_gap}."
-        )
-    if found.id is StepId.THREADS and sides:
-        return (
-            f"On {sides.threads} threads {sides.backend} reaches {found.factor:.0%} of "
-            f"{sides.threads}x its one-thread rate at {x(sides.shape)}: threading costs {of_gap}."
-        )
-    if found.id is StepId.MICRO_KERNEL and sides:
-        forcing = forced(entry)
-        why = f" ({', '.join(forcing)} forces its kernel)" if forcing else ""
-        return (
-            f"On one core, its operands in L2, {sides.backend}{why} reaches {found.factor:.0%} "
-            f"of the core's FMA rate: its micro-kernel costs {of_gap}."
-        )
-    if found.id is StepId.PACKING and sides:
-        return (
-            f"At {x(sides.shape)} one thread keeps {found.factor:.0%} of its rate in L2: "
-            f"packing the operands and moving them through the caches cost {of_gap}."
-        )
-    if found.id is StepId.ACHIEVED:  # below the tensor pipes' active cycles
-        return (
-            f"{LOSS[found.id][0].upper()}{LOSS[found.id][1:]} costs {of_gap}: the kernel "
-            f"reaches {found.factor:.0%} of what {LEFT[StepId.TENSOR_ACTIVE]}."
-        )
-    note = found.note.split(":")[0] if found.id in COUNTER_STEPS else found.note.split(";")[0]
-    return f"{LOSS[found.id][0].upper()}{LOSS[found.id][1:]} ({note}) costs {of_gap}."
-
-
-def cause_sentences(
-    name: str,
-    entry: DeviceEntry,
-    rows: pd.DataFrame,
-    head: Any,
-    knobs: pd.DataFrame | None,
-    room: int = 2,
-) -> tuple[list[str], str]:
-    """The largest measured losses of the headline's breakdown in words, each with its share of
-    the gap, and the share the measured steps leave unexplained; and "" where they explain at
-    least two thirds of the gap (the Definition of Done's "concrete"), else what says otherwise.
-    A noisy window names its noise instead of a cause. `room`: the sentences the paragraph has
-    left for its losses (at least one is named)."""
-    if noisy(head):
-        return [noisy_sentence(head)], "its window was noisy"
-    account = gap_account(name, entry, rows, head, knobs)
-    if account is None:
-        return [], "no gap to explain" if pd.notna(head.peak_tflops) else "no dense peak"
-    largest = [loss for loss in account.losses if loss.share >= MIN_SHARE]
-    named = largest[: max(1, min(2, room))] or account.losses[:1]
-    said = [loss_sentence(loss, entry) for loss in named]
-    left = account.unexplained
-    unsplit = account.too_noisy_share
-    if account.noisy and unsplit >= account.explained:
-        sides = entry.measured.steps if entry.measured else None
-        why = (sides and sides.shared) or (
-            f"spreads up to {max(s.spread or 0.0 for s in account.noisy):.0%}"
-        )
-        said.append(
-            f"Its other steps were too noisy to split the gap ({why}): the machine's noise is "
-            "the largest cause here; measure again on a quiet machine."
-            if account.losses
-            else f"Its steps were too noisy to split the gap ({why}): the machine's noise is the "
-            "largest cause here; measure again on a quiet machine."
-        )
-        return said, f"{pct(max(left, 0.0))} of its gap unexplained: its steps were too noisy"
-    noisy_steps = ", ".join(s.label for s in account.noisy)
-    too_noisy = f" ({noisy_steps}: too noisy to tell)" if noisy_steps else ""
-    if account.concrete:  # said with the last loss named, so it takes no sentence of its own
-        rest = f", {pct(left)} is left unexplained{too_noisy}" if left >= 0.005 else ""
-        explain = f"the measured steps explain {pct(account.explained)} of the gap{rest}."
-        said[-1] = f"{said[-1].removesuffix('.')}; {explain}" if said else explain.capitalize()
-        return said, ""
-    counted = ""
-    if unread := unread_counters(head, entry):
-        counted = f" (its own counters{COUNTED.get(entry.kind, '')} were not read: {unread})"
-    unsaid = (
-        "No measured step explains the gap"
-        if pct(left) == "all"
-        else f"{pct(left)[0].upper()}{pct(left)[1:]} of the gap is not explained by a measured step"
-    )
-    said.append(f"{unsaid}{too_noisy}; measure next: {account.measure_next}{counted}.")
-    return said, f"{pct(left)} of its gap unexplained"
-
-
-# A loss named in a paragraph: at least this share of the gap (the largest is always named).
-MIN_SHARE = 0.1
 
 
 # Another dtype is a knob where it is at least this much faster: two equal figures differ in
