@@ -42,6 +42,7 @@ from roofline.interpretation.interpret import (
 )
 from roofline.interpretation.rows import knob_row, row
 from roofline.machines.identity import find_gpu, identity
+from roofline.measuring.gpu_steps import describe_gpu_steps, measure_gpu_steps
 from roofline.measuring.knobs import Settings, measure_knobs
 from roofline.measuring.matmul import prepare_matmul
 from roofline.measuring.measure import (
@@ -182,6 +183,9 @@ def run_gpu(
     for line in checks:
         print(f"lab check: {line}")
     timing = timing_check(target, size, bench, fp16.median_s if fp16 else None)
+    # The breakdown's sides, as every pipeline run measures them: the data's power, launches.
+    steps = measure_gpu_steps(target, points, bench)
+    print(f"breakdown sides: {describe_gpu_steps(steps)}", flush=True)
     knob_rows = run_knobs(name, target, gpu, bench, size, knob_seconds) if knobs else []
     return {
         "device": name,
@@ -191,6 +195,7 @@ def run_gpu(
         "copy": {**copy, "tbps": copy_tbps},
         "lab_checks": checks,
         "timing_check": timing,
+        "gpu_steps": steps,
         "knobs": knob_rows,
     }
 

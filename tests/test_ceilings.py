@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from roofline.interpretation.breakdown import Step, StepId, breakdown, gap_shares
+from roofline.interpretation.breakdown import breakdown
 from roofline.interpretation.ceilings import (
     Ceiling,
     measured_ceilings,
@@ -19,6 +19,7 @@ from roofline.interpretation.ceilings import (
     why,
 )
 from roofline.interpretation.manifest import CpuSteps, Fma, FmaClock, SideFigure
+from roofline.interpretation.steps import Step, StepId, gap_shares
 from tests.conftest import empty_row, measured_row
 from tests.fakes.cuda.played_cuda import SM90_KERNELS
 

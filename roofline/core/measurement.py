@@ -429,3 +429,20 @@ class StepSides(TypedDict):
     in_l2_s: list[list[float]]
     cpu_shares: dict[str, list[float]]  # each side's CPU time over its rounds' wall x threads
     reason: NotRequired[str]
+
+
+class GpuStepSides(TypedDict):
+    """A GPU's breakdown sides as its results record keeps them (`gpu_steps`,
+    roofline.measuring.gpu_steps): the lab kernel on random and constant inputs and replayed from
+    a CUDA graph; each side's per-call seconds, a list per round, and its SM clock and power a
+    round where they were read. Empty, with `reason`, where they were not measured."""
+
+    backend: str
+    dtype: str
+    shape: list[int]
+    gpu: int  # torch's index of the GPU they ran on
+    sides_s: dict[str, list[list[float]]]  # "random", "constant", "graph"
+    sm_clock_mhz: dict[str, list[float]]
+    power_w: dict[str, list[float]]
+    unmeasured: dict[str, str]  # a side not measured, and why
+    reason: NotRequired[str]

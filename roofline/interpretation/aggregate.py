@@ -16,6 +16,7 @@ from roofline.core.errors import SchemaError
 from roofline.core.files import read_json
 from roofline.core.measurement import (
     RESTORE,
+    GpuStepSides,
     StepSides,
     check_version,
     fits,
@@ -28,6 +29,7 @@ from roofline.interpretation.manifest import (
     CpuSteps,
     Datasheet,
     DeviceEntry,
+    GpuSteps,
     KnobsRun,
     LabBands,
     LabLine,
@@ -288,6 +290,7 @@ def measured_run(
         fma=recorded("fma", record.get("fma"), "fma"),
         fma_clock=recorded("fma_clock", record.get("fma_clock"), "fma_clock"),
         steps=cpu_steps(record.get("steps")),
+        gpu_steps=gpu_steps(record.get("gpu_steps")),
         caches=recorded("caches", caches and past_the_cache(caches), "caches"),
         counters=recorded("counters", record.get("counters"), "counters"),
         libraries=recorded("libraries", record.get("libraries"), "libraries"),
@@ -326,6 +329,32 @@ def cpu_steps(sides: StepSides | None) -> CpuSteps | None:
         side_figure(small, sides["in_l2_s"]),
         sides.get("reason", ""),
         shared_sides(sides.get("cpu_shares", {})),
+    )
+
+
+def gpu_steps(sides: GpuStepSides | None) -> GpuSteps | None:
+    """A GPU record's breakdown sides as rates, spreads, mean clocks and powers; None in a
+    record from before they were measured."""
+    if sides is None:
+        return None
+    shape = list(sides["shape"])
+    flops = ar.matmul_flops(*shape) if shape else 0.0
+    figures = {side: side_figure(flops, rounds) for side, rounds in sides["sides_s"].items()}
+
+    def means(read: dict[str, list[float]]) -> dict[str, float]:
+        return {side: sum(v) / len(v) for side, v in read.items() if v}
+
+    return GpuSteps(
+        sides["backend"],
+        shape,
+        sides["gpu"],
+        figures.get("random"),
+        figures.get("constant"),
+        figures.get("graph"),
+        means(sides["sm_clock_mhz"]),
+        means(sides["power_w"]),
+        dict(sides["unmeasured"]),
+        sides.get("reason", ""),
     )
 
 

@@ -5,9 +5,6 @@ The factors multiply to the achieved figure, so each step's share of the gap is 
 functions over results rows and the manifest."""
 
 import dataclasses
-import enum
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -24,85 +21,17 @@ from roofline.interpretation.ceilings import (
     wave_quantisation,
 )
 from roofline.interpretation.interpret import assumed_clock_mhz
-from roofline.interpretation.manifest import CpuSteps, Fma, FmaClock
-
-
-class StepId(enum.Enum):
-    """A step of the gap breakdown, from the dense peak down to the achieved figure."""
-
-    PEAK = "peak"
-    CLOCK = "clock"  # a GPU's SM clock under load; a CPU's clock under its widest FMAs
-    FMA = "fma"  # a CPU's measured FMA ceiling at that clock: the FMA units' issue
-    THREADS = "threads"  # a CPU's library on every thread against one thread
-    MICRO_KERNEL = "micro_kernel"  # ...on one thread, operands in L2, against one core's FMAs
-    PACKING = "packing"  # ...on one thread at the breakdown's shape against in L2
-    CEILING = "ceiling"  # the best shape measured
-    QUANTISATION = "quantisation"  # a GPU's tiles and waves
-    # A GPU's own counters over the window (NVML GPM), in their place where it read them:
-    GPU_BUSY = "gpu_busy"  # any work on the GPU: launch gaps and syncs the rest
-    SMS_BUSY = "sms_busy"  # the SMs given work
-    TENSOR_ACTIVE = "tensor_active"  # the tensor pipes issuing, in those SMs' cycles
-    ACHIEVED = "achieved"
-
-
-# Each step as the appendix names it.
-STEP_LABELS = {
-    StepId.PEAK: "dense peak",
-    StepId.CLOCK: "the clock under load",
-    StepId.FMA: "measured FMA ceiling",
-    StepId.THREADS: "threading across the cores",
-    StepId.MICRO_KERNEL: "the micro-kernel on one core",
-    StepId.PACKING: "packing and memory",
-    StepId.CEILING: "measured compute ceiling",
-    StepId.QUANTISATION: "tile and wave quantisation",
-    StepId.GPU_BUSY: "the GPU busy",
-    StepId.SMS_BUSY: "SMs given work",
-    StepId.TENSOR_ACTIVE: "tensor pipes active",
-    StepId.ACHIEVED: "achieved",
-}
-
-
-@dataclass(frozen=True)
-class Step:
-    """One step of the breakdown: its TFLOP/s (None: not measured, too noisy to tell, or
-    `refuted`, which `note` says), how it was found, and its factor: what it keeps of the step
-    above (kept even where too noisy to tell, so that the factors multiply to the achieved)."""
-
-    id: StepId
-    tflops: float | None
-    note: str
-    refuted: bool = False  # measured, but below the achieved figure: no bound on it
-    factor: float | None = None
-    spread: float | None = None  # the noisier side's spread, where the step is a pair of sides
-    too_noisy: bool = False  # its spread is larger than its effect: no number, no cause
-
-    @property
-    def label(self) -> str:
-        return STEP_LABELS[self.id]
-
-
-def step(id: StepId, tflops: float | None, note: str) -> Step:
-    known = tflops is not None and not math.isnan(tflops)
-    return Step(id, tflops if known else None, note)
-
-
-def above(steps: list[Step]) -> Step | None:
-    """The last step with a number, which the next one is a fraction of."""
-    return next((s for s in reversed(steps) if s.tflops is not None), None)
-
-
-def kept(tflops: float | None, steps: list[Step]) -> float | None:
-    """The share of the last measured step of `steps` that `tflops` keeps; None where either
-    has no number."""
-    ref = above(steps)
-    return tflops / ref.tflops if tflops is not None and ref is not None and ref.tflops else None
-
-
-def share(tflops: float, steps: list[Step]) -> str:
-    ref, fraction = above(steps), kept(tflops, steps)
-    if ref is None or fraction is None:
-        return "no step above to compare with"
-    return f"{fraction:.1%} of the step above ({ref.label})"
+from roofline.interpretation.manifest import CpuSteps, Fma, FmaClock, GpuSteps
+from roofline.interpretation.steps import (
+    Step,
+    StepId,
+    above,
+    measured,
+    share,
+    step,
+    with_factors,
+    x,
+)
 
 
 def clock_cause(head: Any) -> str:
@@ -133,6 +62,63 @@ def clock_cause(head: Any) -> str:
     return f"{said}; its power was not read"
 
 
+def assumed_of(head: Any, peak_clock_mhz: float | None) -> float | None:
+    """The SM clock the headline's datasheet peak assumes (interpret.assumed_clock_mhz)."""
+    max_mhz = None if pd.isna(head.sm_clock_max_mhz) else head.sm_clock_max_mhz
+    return assumed_clock_mhz(head.dtype, peak_clock_mhz, max_mhz)
+
+
+def data_power_step(
+    head: Any, sides: GpuSteps, clock: Step, peak_clock_mhz: float | None
+) -> Step | None:
+    """What the data's own power costs: the clock the headline's window ran at against the one
+    constant inputs (bits that never toggle) ran at, each held to the clock the peak assumes, so
+    that this step and the clock step multiply to the window's clock. Where no clock was read,
+    the rates of the two sides. None where the pair was not measured."""
+    random, constant = sides.random, sides.constant
+    if random is None or constant is None:
+        return None
+    spread = max(random.spread, constant.spread)
+    rates = f"random inputs reached {random.tflops:.4g} TFLOP/s, {random.tflops / constant.tflops:.1%} of constant ones' {constant.tflops:.4g}"
+    quiet = sides.sm_clock_mhz.get("constant")
+    assumed = assumed_of(head, peak_clock_mhz)
+    peak = number_of(head.peak_tflops)
+    if clock.tflops is None or not quiet or not assumed or not peak:
+        note = f"{rates} (no SM clock read to split it from the clock's step)"
+        return measured(StepId.DATA_POWER, peak, random.tflops / constant.tflops, note, spread)
+    loud = sides.sm_clock_mhz.get("random")
+    watts = sides.power_w
+    drew = (
+        f" at {watts['random']:.0f} W against {watts['constant']:.0f} W"
+        if "random" in watts and "constant" in watts
+        else ""
+    )
+    note = (
+        f"the SMs ran at {head.sm_clock_mhz:.0f} MHz in the timed window on random inputs"
+        + (f" ({loud:.0f} MHz beside constant ones{drew})" if loud else "")
+        + f", at {quiet:.0f} MHz on constant inputs (bits that never toggle); {rates}"
+    )
+    factor = (clock.tflops / peak) / min(quiet / assumed, 1.0)
+    if factor == 1.0:  # both clocks at or above the one the peak assumes: nothing to tell apart
+        note += "; both at or above the clock the peak assumes, so it costs nothing here"
+        return Step(StepId.DATA_POWER, peak, note, factor=1.0, spread=spread)
+    return measured(StepId.DATA_POWER, peak, factor, note, spread)
+
+
+def launch_step(sides: GpuSteps, chain: float | None) -> Step | None:
+    """What launching the lab's calls one by one costs: their rate against the same calls
+    replayed from a CUDA graph; None where the pair was not measured."""
+    eager, graph = sides.random, sides.graph
+    if eager is None or graph is None:
+        return None
+    factor = eager.tflops / graph.tflops
+    note = (
+        f"launched one by one the calls reach {eager.tflops:.4g} TFLOP/s, {factor:.1%} of the "
+        f"{graph.tflops:.4g} they reach replayed from a CUDA graph"
+    )
+    return measured(StepId.LAUNCH, chain, factor, note, max(eager.spread, graph.spread))
+
+
 def clock_step(head: Any, kind: str, peak_clock_mhz: float | None) -> Step:
     """A GPU's peak scaled by its SM clock in the timed window (NVML) over the clock its
     datasheet peak assumes."""
@@ -140,8 +126,7 @@ def clock_step(head: Any, kind: str, peak_clock_mhz: float | None) -> Step:
         gpu = {"cuda": " (no NVML telemetry)", "rocm": " (no amdsmi telemetry)"}
         why = "not measured" + gpu.get(kind, "")
         return step(StepId.CLOCK, None, why)
-    max_mhz = None if pd.isna(head.sm_clock_max_mhz) else head.sm_clock_max_mhz
-    assumed = assumed_clock_mhz(head.dtype, peak_clock_mhz, max_mhz)
+    assumed = assumed_of(head, peak_clock_mhz)
     if not assumed:
         return step(
             StepId.CLOCK, None, "the clock the datasheet peak assumes is not set (peak_clock_mhz)"
@@ -248,30 +233,6 @@ def bound_of(head: Any, found: Step) -> Step:
         "the kernel itself reached (measured apart from it: another shape or library)"
     )
     return Step(found.id, None, said, refuted=True)
-
-
-def measured(
-    id: StepId,
-    chain: float | None,
-    factor: float,
-    note: str,
-    spread: float | None,
-    shared: str = "",
-) -> Step:
-    """A step of a measured factor on `chain` (the step above's TFLOP/s, noisy steps included;
-    None where no peak starts the chain): no number where its sides' spread is larger than its
-    effect, or others shared the cores."""
-    if shared:
-        said = f"{note}; too noisy to tell: {shared}"
-        return Step(id, None, said, factor=factor, spread=spread, too_noisy=True)
-    if spread is not None and spread > abs(1 - factor):
-        said = f"{note}; too noisy to tell (spread {spread:.1%}, effect {abs(1 - factor):.1%})"
-        return Step(id, None, said, factor=factor, spread=spread, too_noisy=True)
-    return Step(id, None if chain is None else chain * factor, note, factor=factor, spread=spread)
-
-
-def x(shape: list[int] | tuple[int, ...]) -> str:
-    return "x".join(map(str, shape))
 
 
 def cpu_chain(
@@ -383,18 +344,6 @@ def cpu_chain(
     return steps
 
 
-def with_factors(steps: list[Step]) -> list[Step]:
-    """Each step with a number, its factor where it has none: its share of the last step above
-    with a number (a GPU's steps are rates, each a share of the one above)."""
-    out: list[Step] = []
-    for found in steps:
-        ref = above(out)
-        if found.factor is None and found.tflops is not None and ref is not None and ref.tflops:
-            found = dataclasses.replace(found, factor=found.tflops / ref.tflops)
-        out.append(found)
-    return out
-
-
 def breakdown(
     head: Any,
     ceiling: Ceiling,
@@ -402,12 +351,14 @@ def breakdown(
     sm_count: int | None,
     peak_clock_mhz: float | None = None,
     cpu: tuple[Fma | None, FmaClock | None, float | None, CpuSteps | None] | None = None,
+    gpu: GpuSteps | None = None,
 ) -> list[Step]:
     """From the dense peak down to the achieved figure, step by step; a step that was not
     measured says so and carries no number. A CPU's steps are its run's own (`cpu`: its FMA
     ceiling, its clock under that load, its plain clock in GHz, its breakdown sides); a GPU's
-    come from its SM clock (`peak_clock_mhz`: the clock its datasheet peak assumes), its
-    counters, its best shape and its tiles and waves."""
+    come from its run's sides (`gpu`: the data's power, launches), its SM clock
+    (`peak_clock_mhz`: the clock its datasheet peak assumes), its counters, its best shape and
+    its tiles and waves."""
     if kind == "cpu":
         return cpu_chain(head, *(cpu or (None, None, None, None)))
     steps = [step(StepId.PEAK, head.peak_tflops, head.peak_source)]
@@ -415,10 +366,21 @@ def breakdown(
     def add(*found: Step) -> None:
         steps.extend(bound_of(head, s) for s in found)
 
-    add(clock_step(head, kind, peak_clock_mhz))
-    if counted(head):  # measured in the window: no model, no other shape
+    clock = bound_of(head, clock_step(head, kind, peak_clock_mhz))
+    data = data_power_step(head, gpu, clock, peak_clock_mhz) if gpu else None
+    if data is not None:  # a measured factor of the peak: no bound on the kernel
+        steps.append(data)
+        if clock.tflops is not None and data.factor:
+            quiet = clock.tflops / (head.peak_tflops * data.factor)
+            note = f"{clock.note}; on constant inputs the clock keeps {quiet:.1%} of the peak's"
+            clock = dataclasses.replace(clock, note=note)
+    steps.append(clock)
+    if counted(head):  # measured in the window: no model, no other shape (launch gaps too)
         add(*counter_steps(head, steps))
     else:
+        launch = launch_step(gpu, above(steps) and above(steps).tflops) if gpu else None
+        if launch is not None:
+            steps.append(launch)
         add(ceiling_step(head, ceiling, steps))
         add(quantisation_step(head, ceiling, kind, sm_count, steps))
     what_remains = f"what remains: achieved is {share(head.achieved_tflops, steps)}"
@@ -428,22 +390,3 @@ def breakdown(
         )
     steps.append(step(StepId.ACHIEVED, head.achieved_tflops, what_remains))
     return with_factors(steps)
-
-
-@dataclass(frozen=True)
-class GapShare:
-    """A step's share of the gap from the dense peak to the achieved figure: the log of its
-    factor over the log of achieved / peak, so that the shares of every step add up to 1."""
-
-    step: Step
-    share: float
-
-
-def gap_shares(steps: list[Step]) -> list[GapShare]:
-    """Every step with a factor, and its share of the gap; none where there is no gap (the
-    achieved figure at or above the peak) or no peak."""
-    peak, achieved = steps[0].tflops, steps[-1].tflops
-    if not peak or not achieved or achieved >= peak:
-        return []
-    total = math.log(achieved / peak)
-    return [GapShare(s, math.log(s.factor) / total) for s in steps[1:] if s.factor]

@@ -9,14 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from roofline.interpretation.breakdown import (
-    GapShare,
-    Step,
-    StepId,
-    breakdown,
-    gap_shares,
-    kept,
-)
+from roofline.interpretation.breakdown import breakdown
 from roofline.interpretation.ceilings import (
     headline,
     measured_ceilings,
@@ -30,6 +23,7 @@ from roofline.interpretation.manifest import (
     Manifest,
     MeasuredRun,
 )
+from roofline.interpretation.steps import GapShare, Step, StepId, gap_shares, kept
 
 
 def run_of(entry: DeviceEntry) -> MeasuredRun:
@@ -82,6 +76,7 @@ def device_breakdown(
         run.details.sm_count or sheet.sm_count,
         sheet.peak_clock_mhz,
         (run.fma, run.fma_clock, plain_ghz, run.steps),
+        run.gpu_steps,
     )
 
 
@@ -102,7 +97,9 @@ def headline_breakdown(
 # quantisation is one only where its tile is the kernel's that ran (`measured_causes`), not
 # while it is assumed; what the breakdown leaves ("what remains") names none.
 MEASURED_CAUSES = {
+    StepId.DATA_POWER,
     StepId.CLOCK,
+    StepId.LAUNCH,
     StepId.FMA,
     StepId.THREADS,
     StepId.MICRO_KERNEL,

@@ -126,6 +126,32 @@ class CpuSteps:
 
 
 @dataclass(frozen=True)
+class GpuSteps:
+    """A GPU's breakdown sides as measured in its run (roofline.measuring.gpu_steps), at the lab
+    kernel: random inputs, constant ones, and the random calls replayed from a CUDA graph; each
+    side's mean SM clock and power where they were read."""
+
+    backend: str
+    shape: list[int]
+    gpu: int
+    random: SideFigure | None = None  # None: not measured (`reason`, `unmeasured`)
+    constant: SideFigure | None = None
+    graph: SideFigure | None = None
+    sm_clock_mhz: dict[str, float] = field(default_factory=dict)  # by side
+    power_w: dict[str, float] = field(default_factory=dict)
+    unmeasured: dict[str, str] = field(default_factory=dict)  # a side not measured, and why
+    reason: str = ""
+
+    def clock_of(self, side: str) -> float | None:
+        return self.sm_clock_mhz.get(side)
+
+    def figures_of(self, side: str) -> str:
+        """A side's clock and power in words: "1234 MHz (398 W)"."""
+        watts, mhz = self.power_w.get(side), self.sm_clock_mhz.get(side)
+        return f"{mhz:.0f} MHz" + (f" ({watts:.0f} W)" if watts is not None else "")
+
+
+@dataclass(frozen=True)
 class Counters(Recorded):
     """Whether a CPU's run could read its own performance counters
     (roofline.device.perf_counters)."""
@@ -266,6 +292,7 @@ class MeasuredRun:
     fma: Fma | None = field(default=None, metadata=WHEN_SET)
     fma_clock: FmaClock | None = field(default=None, metadata=WHEN_SET)  # a CPU's
     steps: CpuSteps | None = field(default=None, metadata=WHEN_SET)  # a CPU's breakdown sides
+    gpu_steps: GpuSteps | None = field(default=None, metadata=WHEN_SET)  # a GPU's
     caches: list[CacheCeiling] | None = field(default=None, metadata=WHEN_SET)  # a CPU's
     counters: Counters | None = field(default=None, metadata=WHEN_SET)  # a CPU's
     libraries: dict[str, Library] | None = field(

@@ -4,7 +4,7 @@ DVC writes it. Types only, so that the rules (records) and the keys (keys) both 
 
 from typing import Any, NotRequired, TypedDict
 
-from roofline.core.measurement import CopyCeiling, StepSides
+from roofline.core.measurement import CopyCeiling, GpuStepSides, StepSides
 from roofline.device.backends import Library
 from roofline.device.cache_ceilings import CacheBandwidth
 from roofline.device.description import Found, Identity
@@ -61,6 +61,7 @@ class Record(TypedDict):
     fma: NotRequired[FmaCeiling]  # ...a CPU's
     fma_clock: NotRequired[FmaClock]  # ...a CPU's clock under that FMA load
     steps: NotRequired[StepSides]  # ...a CPU's breakdown: threads, one thread, in L2
+    gpu_steps: NotRequired[GpuStepSides]  # a GPU's breakdown: the data's power, launches
     caches: NotRequired[list[CacheBandwidth]]  # ...a CPU's read bandwidth per cache level
     counters: NotRequired[PerfCounters]  # ...whether a CPU's own counters were readable
     libraries: NotRequired[dict[str, Library]]  # ...each backend's, by its name

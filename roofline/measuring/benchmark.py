@@ -52,6 +52,7 @@ from roofline.machines.identity import identity
 from roofline.machines.record_types import Fingerprint, Record, RunInfo
 from roofline.machines.records import points
 from roofline.measuring.cpu_steps import measure_steps
+from roofline.measuring.gpu_steps import describe_gpu_steps, measure_gpu_steps
 from roofline.measuring.measure import (
     Target,
     describe,
@@ -170,6 +171,10 @@ def measure_device(
     else:
         target = target_for(kind, found, log)
         rows = measure_points(name, dev, bench, target, found, log, spent)
+    if kind in RENTED_KINDS:  # the breakdown's sides: the data's power, launches
+        with timing(spent, "breakdown"):
+            steps = measure_gpu_steps(target, rows, bench)
+        log(f"{name} breakdown: {describe_gpu_steps(steps)}")
     if kind != "cpu":  # a CPU's is STREAM's, on every core, after its clock (below)
         with timing(spent, "copy"):
             memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
@@ -187,6 +192,8 @@ def measure_device(
     }
     if kind != "cpu":
         record["memory"] = memory
+    if kind in RENTED_KINDS:
+        record["gpu_steps"] = steps
     if kind == "cpu":  # the CPU itself: its clock, and its FMA ceiling at the widest vector
         cpu = cast(CpuInfo, found)
         cores, isa = cpu["logical_cores"], cpu["isa"]

@@ -17,7 +17,7 @@ from roofline.device.description import CpuInfo
 from roofline.device.timing import BenchSettings
 from roofline.measuring.knob_sides import Settings, Side, in_process, matmul, threads
 from roofline.measuring.matmul import WrongResult
-from roofline.measuring.measure import CALL_ERRORS, Target, raised
+from roofline.measuring.measure import CALL_ERRORS, Target, headline_point, raised, rate
 
 # What the three sides may take on top of the headline, in seconds: one thread at the lab's
 # 8192^3 takes 11 s a call on two cores, so the sides run at the largest shape this allows.
@@ -44,21 +44,6 @@ def sides_shape(
 
 def l2_bytes(found: CpuInfo) -> int | None:
     return next((c["size_bytes"] for c in found.get("caches", []) if c["level"] == "L2"), None)
-
-
-def rate(row: Measurement) -> float:
-    """A measured row's TFLOP/s: its median call."""
-    return ar.tflops(ar.matmul_flops(row.m, row.n, row.k), ar.summarize(row.samples_s)["median_s"])
-
-
-def headline_point(rows: list[Measurement]) -> Measurement | None:
-    """The CPU's headline as the report picks it (roofline.interpretation.ceilings.headline):
-    float32 at its largest measured shape, through its fastest library."""
-    measured = [r for r in rows if r.status == "measured" and r.series == "lab" and r.samples_s]
-    measured = [r for r in measured if r.dtype == LAB_DTYPE["cpu"]]
-    if not measured:
-        return None
-    return max(measured, key=lambda r: (r.m * r.n * r.k, rate(r)))
 
 
 SIDES = ("every_thread", "one_thread", "in_l2")
@@ -96,7 +81,7 @@ def measure_steps(
 ) -> StepSides:
     """The three sides through the headline's library, interleaved; not measured, with the
     reason, where there is no headline or no L2 size, or a side's product is wrong or refused."""
-    head = headline_point(rows)
+    head = headline_point(rows, LAB_DTYPE["cpu"])
     cores = found["logical_cores"]
     if head is None:
         return sides_record(head, cores, "no float32 headline was measured to break down")

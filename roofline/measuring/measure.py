@@ -167,6 +167,21 @@ def measure_point(
     )
 
 
+def rate(row: Measurement) -> float:
+    """A measured row's TFLOP/s: its median call."""
+    return ar.tflops(ar.matmul_flops(row.m, row.n, row.k), ar.summarize(row.samples_s)["median_s"])
+
+
+def headline_point(rows: list[Measurement], dtype: str) -> Measurement | None:
+    """The headline as the report picks it (roofline.interpretation.ceilings.headline): the lab
+    dtype at its largest measured shape, through its fastest library."""
+    measured = [r for r in rows if r.status == "measured" and r.series == "lab" and r.samples_s]
+    measured = [r for r in measured if r.dtype == dtype]
+    if not measured:
+        return None
+    return max(measured, key=lambda r: (r.m * r.n * r.k, rate(r)))
+
+
 def to_stderr(line: str) -> None:
     print(line, file=sys.stderr)
 

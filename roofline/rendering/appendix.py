@@ -6,7 +6,6 @@ from typing import Any
 
 import pandas as pd
 
-from roofline.interpretation.breakdown import Step, gap_shares
 from roofline.interpretation.ceilings import SUSTAINED, predictions
 from roofline.interpretation.figures import per_dollar_hour
 from roofline.interpretation.gaps import (
@@ -22,6 +21,7 @@ from roofline.interpretation.manifest import (
 )
 from roofline.interpretation.roofs import ridge_point
 from roofline.interpretation.rows import KNOB_COLUMNS, knob_title
+from roofline.interpretation.steps import Step, gap_shares
 from roofline.rendering.gap_paragraph import gap_paragraph
 from roofline.rendering.sentences import (
     cell,

@@ -6,7 +6,6 @@ from typing import Any
 
 import pandas as pd
 
-from roofline.interpretation.breakdown import GapShare, Step, StepId, x
 from roofline.interpretation.gaps import (
     device_breakdown,
     forced,
@@ -15,13 +14,16 @@ from roofline.interpretation.gaps import (
     unread_counters,
 )
 from roofline.interpretation.manifest import DeviceEntry
+from roofline.interpretation.steps import GapShare, Step, StepId, x
 from roofline.rendering.sentences import noisy_sentence
 
 # A breakdown's steps (roofline.interpretation.breakdown), as a loss, and as what a step
 # leaves. A counter's step is named by its counter alone (its note's share is the sentence's).
 COUNTER_STEPS = (StepId.GPU_BUSY, StepId.SMS_BUSY, StepId.TENSOR_ACTIVE)
 LOSS = {
+    StepId.DATA_POWER: "the data's power",
     StepId.CLOCK: "the SM clock under load",
+    StepId.LAUNCH: "launching the calls one by one",
     StepId.FMA: "the cores' own FMA throughput",
     StepId.THREADS: "threading across the cores",
     StepId.MICRO_KERNEL: "the library's micro-kernel on one core",
@@ -36,7 +38,9 @@ LOSS = {
 
 LEFT = {
     StepId.PEAK: "of the dense peak",
+    StepId.DATA_POWER: "the data's power leaves",
     StepId.CLOCK: "the SM clock under load leaves",
+    StepId.LAUNCH: "launching the calls one by one leaves",
     StepId.FMA: "the cores' FMA throughput allows",
     StepId.THREADS: "threading across the cores leaves",
     StepId.MICRO_KERNEL: "the micro-kernel on one core reaches",
@@ -88,6 +92,18 @@ def loss_sentence(loss: GapShare, entry: DeviceEntry) -> str:
         return (
             f"At {x(sides.shape)} one thread keeps {found.factor:.0%} of its rate in L2: "
             f"packing the operands and moving them through the caches cost {of_gap}."
+        )
+    gpu = entry.measured.gpu_steps if entry.measured else None
+    if found.id is StepId.DATA_POWER and gpu and gpu.clock_of("constant"):
+        random, constant = (gpu.figures_of(side) for side in ("random", "constant"))
+        return (
+            f"The SMs ran at {random} on random inputs and {constant} on constant ones, whose "
+            f"bits never toggle: the data's power costs {of_gap}."
+        )
+    if found.id is StepId.LAUNCH and gpu:
+        return (
+            f"Launched one by one, the calls reach {found.factor:.0%} of their rate replayed "
+            f"from a CUDA graph: launch overhead costs {of_gap}."
         )
     if found.id is StepId.ACHIEVED:  # below the tensor pipes' active cycles
         return (
@@ -162,7 +178,8 @@ def cause_sentences(
             "largest cause here; measure again on a quiet machine."
         )
         return said, f"{pct(max(left, 0.0))} of its gap unexplained: its steps were too noisy"
-    noisy_steps = ", ".join(s.label for s in account.noisy)
+    # The steps too noisy to tell, where together they could hold a loss worth naming.
+    noisy_steps = ", ".join(s.label for s in account.noisy) if unsplit >= MIN_SHARE else ""
     too_noisy = f" ({noisy_steps}: too noisy to tell)" if noisy_steps else ""
     if account.concrete:  # said with the last loss named, so it takes no sentence of its own
         rest = f", {pct(left)} is left unexplained{too_noisy}" if left >= 0.005 else ""

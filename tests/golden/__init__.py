@@ -51,9 +51,9 @@ GPUS = {
         40,
         400.0,
         1410,
-        1410,
-        392.0,
-        "",
+        1234,
+        398.0,
+        "sw_power_cap",
         1710.0,
         {"float16": 252.0, "bfloat16": 259.0, "tf32": 138.0, "float32": 19.2},
     ),
@@ -115,6 +115,33 @@ HOPPER_GPM = {
     "gpm_hmma_active_pct": 75.8,
     "gpm_dram_busy_pct": 31.2,
 }
+
+
+# The played breakdown sides (roofline.measuring.gpu_steps) of the a100 and h100, by side:
+# (TFLOP/s, SM MHz, W). The a100's from thonking.ai's A100 at 8192^3 float16: 258 TFLOP/s on
+# random inputs, 295 on zeros, held by its 400 W limit (random scaled to the played 252, the
+# clock to the rate); the h100's constant side at its 1980 MHz maximum, its rate with the clock.
+# Each side's three rounds spread by 1%; a graph's replay is within that of the eager calls.
+STEP_SIDES = {
+    "a100": {"random": (252.0, 1234, 398.0), "constant": (288.0, 1410, 341.0), "graph": (253.0,)},
+    "h100": {"random": (702.0, 1755, 690.0), "constant": (790.0, 1980, 560.0), "graph": (703.0,)},
+}
+
+
+def step_sides(name: str) -> dict:
+    """The played GPU's breakdown sides, as its record keeps them."""
+    sides = STEP_SIDES[name]
+    call = {side: 2 * N**3 / (read[0] * 1e12) for side, read in sides.items()}
+    return {
+        "backend": "torch",
+        "dtype": "float16",
+        "shape": [N, N, N],
+        "gpu": 0,
+        "sides_s": {side: [[t * f] * 5 for f in (1.005, 1.0, 0.995)] for side, t in call.items()},
+        "sm_clock_mhz": {s: [float(r[1])] * 3 for s, r in sides.items() if len(r) > 1},
+        "power_w": {s: [r[2]] * 3 for s, r in sides.items() if len(r) > 1},
+        "unmeasured": {},
+    }
 
 
 def gpu_record(name: str) -> dict:
@@ -190,7 +217,8 @@ def gpu_record(name: str) -> dict:
     if name == "h100":  # a minute sustained after the burst: the power cap holds the clock lower
         rows.append(row("float16", 0.97 * rates["float16"], 0.95 * mhz, 1.0, "sustained"))
     copied = 2 << 30
-    return {
+    steps = {"gpu_steps": step_sides(name)} if name in STEP_SIDES else {}
+    return steps | {
         "device": name,
         "status": "measured",
         "hardware": hardware,

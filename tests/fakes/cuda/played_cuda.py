@@ -69,6 +69,10 @@ H100_SXM = {
     # NVML GPM's metrics by id, played (no GPU measured them): busy throughout, the tensor pipes
     # issuing about as often as 702 TFLOP/s at 1755 MHz implies of 989.4 at 1830 (74%).
     "gpm": {1: 99.6, 2: 98.1, 3: 12.4, 5: 75.8, 7: 75.8, 10: 31.2},
+    # Its live figures while its GEMMs run on constant inputs, whose bits never toggle: less
+    # power, so the cap no longer holds the clock (thonking.ai measured an A100 at 8192^3:
+    # 295 TFLOP/s on zeros, 258 on random inputs, power-limited). Played, not measured.
+    "quiet_data": {"sm_mhz": 1980, "power_w": 560.0, "reasons": 0},
 }
 H100_PCIE = dict(
     H100_SXM,
@@ -80,6 +84,7 @@ H100_PCIE = dict(
     max_sm_mhz=1755,
     sm_mhz=1620,
     power_w=340.0,
+    quiet_data={"sm_mhz": 1755, "power_w": 290.0, "reasons": 0},
 )
 A100_MIG = {
     "name": "NVIDIA A100-SXM4-80GB MIG 3g.40gb",
@@ -127,10 +132,13 @@ A100_SXM = {
     "l2_bytes": 40 * MIB,
     "uuid": "5c1b7e00-0000-4000-8000-0000000000ff",
     **{key: A100_MIG["mig_parent"][key] for key in ("power_limit_w", "max_sm_mhz", "max_mem_mhz")},
-    "sm_mhz": 1410,
-    "power_w": 392.0,
+    # At its 400 W limit on random inputs, its clock held by the cap; on constant ones at its
+    # maximum (thonking.ai's A100: 258 TFLOP/s on random inputs, 295 on zeros). Played.
+    "sm_mhz": 1234,
+    "power_w": 398.0,
     "temp_c": 60,
-    "reasons": 0,
+    "reasons": 0x4,  # sw_power_cap
+    "quiet_data": {"sm_mhz": 1410, "power_w": 341.0, "reasons": 0},
     "kernels": SM80_KERNELS,
 }
 
@@ -293,6 +301,8 @@ class State:
         # device is free and the host has launched it (_host_waits_for_device).
         self.busy_until: dict[int, float] = {}
         self.fast_accum: list[bool] = []  # use_fast_accum of each float8 matmul
+        # The physical GPUs whose last GEMM ran on constant inputs (their "quiet_data" figures).
+        self.quiet: set[int] = set()
         self.memory = {"in_use": 0, "peak": 0, "blocks": {}}
         self.tunable = {
             "enabled": False,
@@ -472,15 +482,36 @@ def _device_clock() -> float | None:
     return state.device_s.setdefault(physical, 0.0)
 
 
-def _on_device(func: object, started: int) -> None:
+def _constant(args: tuple) -> bool:
+    """Whether every matrix a GEMM reads holds one value throughout (bits that never toggle)."""
+    import torch
+
+    mats = [t for t in _tensors(list(args)) if t.dim() >= 2]
+    plain = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+    if not mats or any(t.dtype not in plain for t in mats):
+        return False
+    return all(bool((t == t.reshape(-1)[0]).all()) for t in mats)
+
+
+def _on_device(func: object, started: int, args: tuple = ()) -> None:
     """An op's time on a played device clock: a GEMM its GPU's `gemm_s`, any other op what it
-    took here. Host time between ops is not the device's: a busy host slows no played GEMM."""
-    if _device_clock() is None:
+    took here. Host time between ops is not the device's: a busy host slows no played GEMM.
+    A GPU that plays the data's power ("quiet_data") notes whether its GEMM's inputs were
+    constant: NVML then reads its quiet figures, and its GEMM runs at that clock."""
+    gemm, device = _op(func) in GEMMS, _device_clock()
+    if not gemm and device is None:
         return
     physical = state.visible()[state.current]
-    took = (
-        gpu(physical)["gemm_s"] if _op(func) in GEMMS else (time.perf_counter_ns() - started) / 1e9
-    )
+    played = gpu(physical)
+    quiet = gemm and "quiet_data" in played and _constant(args)
+    if gemm and "quiet_data" in played:
+        (state.quiet.add if quiet else state.quiet.discard)(physical)
+    if device is None:
+        return
+    gemm_s = played.get("gemm_s", 0.0)
+    if quiet:  # the same cycles at the quiet clock
+        gemm_s *= played["sm_mhz"] / played["quiet_data"]["sm_mhz"]
+    took = gemm_s if _op(func) in GEMMS else (time.perf_counter_ns() - started) / 1e9
     state.device_s[physical] += took
     launched = started / 1e9
     state.busy_until[physical] = max(state.busy_until.get(physical, launched), launched) + took
@@ -770,7 +801,7 @@ def _device_mode():
             started = time.perf_counter_ns()
             out = _fnuz_scaled_mm(func, args, kwargs)
             out = func(*args, **kwargs) if out is None else out
-            _on_device(func, started)
+            _on_device(func, started, args)
             _profile(func, args, started)
             outputs = _tensors(out)
             _allocate(outputs)
@@ -922,8 +953,9 @@ class CUDAGraph:
             for func, args, kwargs, outputs in self.ops:
                 named = dict(zip(kwargs, _rebuilt(kwargs.values()), strict=True))
                 started = time.perf_counter_ns()
-                out = func(*_rebuilt(args), **named)
-                _on_device(func, started)  # a replayed GEMM takes its device time too
+                inputs = _rebuilt(args)
+                out = func(*inputs, **named)
+                _on_device(func, started, tuple(inputs))  # a replayed GEMM takes its time too
                 for kept, new in zip(outputs, _tensors(out), strict=False):
                     if kept is not None and kept.data_ptr() != new.data_ptr():
                         kept.copy_(new)  # into the graph's memory, where a replay writes

@@ -197,6 +197,8 @@ class _Driver:
         keeps its limits in "mig_parent", its live figures beside the slice's."""
         physical, _ = self.device(handle, symbol)
         g = self.machine()["gpus"][physical]
+        if physical in _played_cuda().state.quiet:  # its last GEMM on constant inputs
+            g = g | g["quiet_data"]
         return g.get("mig_parent", g), g
 
 
