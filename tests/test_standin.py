@@ -100,6 +100,16 @@ def test_a_pcie_card_rented_for_h100_is_measured_as_h100_and_judged_as_pcie(tmp_
         assert row["counter_errors"] == ""
         gpm = {key: value for key, value in row.items() if key.startswith("gpm_")}
         assert gpm == HOPPER_GPM
+    # The breakdown's sides at the lab kernel: on constant inputs the played card runs at its
+    # 1755 MHz maximum, the same cycles in 1620/1755 of the time. Both clocks are at or above
+    # the 1620 MHz its peak assumes, so the data's power costs none of the gap to that peak.
+    steps = record["gpu_steps"]
+    clocks = {side: set(read) for side, read in steps["sm_clock_mhz"].items()}
+    assert clocks == {"random": {1620}, "constant": {1755}, "graph": {1620}}
+    with (pod / "experiments/x4-roofline/breakdown.csv").open() as table:
+        (data,) = [r for r in csv.DictReader(table) if r["step"] == "data_power"]
+    assert data["device"] == "h100" and float(data["factor"]) == 1.0
+    assert "random inputs reached" in data["note"] and "costs nothing here" in data["note"]
     # What `roofline.cloud h100` fetches from the pod, it hands back.
     device = pod / "experiments/x4-roofline/devices/h100"
     lock, measured = (device / "dvc.lock").read_text(), (device / "results.json").read_bytes()
@@ -169,6 +179,13 @@ def test_gpu_check_runs_the_cuda_tests_and_the_suite_and_writes_every_row(tmp_pa
     assert "does not fit twice" in knobs["rotated -> L2-resident"]["reason"]
     measured = [k for k in knobs if "L2" not in k]
     assert all(knobs[k]["status"] == "measured" for k in measured), knobs
+    # The breakdown's sides, as the pipeline measures them: the played H100's quiet clock on
+    # constant inputs, its power cap's on random ones and in the graph's replays.
+    steps = suite["gpu_steps"]
+    assert set(steps["sides_s"]) == {"random", "constant", "graph"} and "reason" not in steps
+    clocks = {side: set(read) for side, read in steps["sm_clock_mhz"].items()}
+    assert clocks == {"random": {1755}, "constant": {1980}, "graph": {1755}}
+    assert "breakdown sides: float16 at " in out and "random / constant " in out
     timing = suite["timing_check"]
     assert timing["harness_s"] > 0 and timing["bare_loop_s"] > 0
     assert 0 < timing["bare_loop_peak_bytes"] < 2 << 20  # the operands, one output at a time
