@@ -69,3 +69,21 @@ def test_sides_not_measured_say_why_and_the_aggregate_reads_no_figure():
 )
 def test_a_round_that_shared_the_cores_makes_the_sides_shared(shares, said):
     assert shared_sides(shares) == said
+
+
+def test_a_hybrid_laptops_threading_step_says_its_e_cores_are_part_of_it():
+    from roofline.interpretation.steps import GapShare, Step, StepId
+    from roofline.rendering.causes import loss_sentence
+    from tests.manifests import entry
+
+    e_cores = {"name": "E-cores", "cores": 8, "logical_cores": 8, "efficiency": True}
+    p_cores = {"name": "P-cores", "cores": 4, "logical_cores": 8, "efficiency": False}
+    sides = {"backend": "torch", "threads": 16, "shape": [4096] * 3, "in_l2": [192] * 3}
+    threading = GapShare(Step(StepId.THREADS, 0.3, "", factor=0.55), 0.4)
+    laptop = entry(kind="cpu", steps=sides, details={"core_types": [p_cores, e_cores]})
+    assert loss_sentence(threading, laptop) == (
+        "On 16 threads torch reaches 55% of 16x its one-thread rate at 4096x4096x4096: "
+        "threading costs 40% of the gap (part of it: its E-cores are slower cores)."
+    )
+    plain = entry(kind="cpu", steps=sides)
+    assert loss_sentence(threading, plain).endswith("threading costs 40% of the gap.")

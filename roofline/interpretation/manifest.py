@@ -58,6 +58,13 @@ class Found(Recorded):
     cublaslt: int | None = None
     driver: str | None = None
     microarchitecture: str | None = None
+    core_types: list[dict[str, Any]] | None = None  # a CPU of two kinds of core only
+
+    @property
+    def slower_cores(self) -> str | None:
+        """The name of a CPU's slower kind of core (a hybrid laptop's "E-cores"), or None."""
+        kinds = [kind for kind in self.core_types or [] if kind.get("efficiency")]
+        return str(kinds[0]["name"]) if kinds else None
 
 
 @dataclass(frozen=True)

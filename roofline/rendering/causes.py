@@ -77,9 +77,12 @@ def loss_sentence(loss: GapShare, entry: DeviceEntry) -> str:
             f"every cycle): {of_gap}."
         )
     if found.id is StepId.THREADS and sides:
+        slower = entry.measured.details.slower_cores if entry.measured else None
+        part = f" (part of it: its {slower} are slower cores)" if slower else ""
         return (
             f"On {sides.threads} threads {sides.backend} reaches {found.factor:.0%} of "
-            f"{sides.threads}x its one-thread rate at {x(sides.shape)}: threading costs {of_gap}."
+            f"{sides.threads}x its one-thread rate at {x(sides.shape)}: threading costs "
+            f"{of_gap}{part}."
         )
     if found.id is StepId.MICRO_KERNEL and sides:
         forcing = forced(entry)
