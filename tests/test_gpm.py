@@ -167,12 +167,29 @@ def test_a_measured_points_window_records_gpm_in_its_row(played, short):
     bench = BenchSettings(
         seed=0, warmup=1, warmup_seconds=0.0, repeats=3, check_rows=8, min_seconds=0.2
     )
-    point = measure_point("h100", "float32", [128] * 3, gpu_target(gpu, print), bench, gpu)
+    target = gpu_target(gpu, print)
+    point = measure_point("h100", "float16", [128] * 3, target, bench, gpu)
     # The window held 0.2 s of calls, whichever way they were timed: its samples are per call,
     # and where a CUDA graph's replays came out faster, each replay's time over its calls.
     assert point.status == "measured" and point.window_s >= 0.2
     assert {name: getattr(point, name) for name in GPM_FIELDS} == PLAYED
     assert point.counter_errors == "" and point.power_held_s >= 0.2
+    # float32 at "highest" precision runs cuBLAS's SIMT kernel: the tensor pipes read idle.
+    simt = measure_point("h100", "float32", [128] * 3, target, bench, gpu)
+    idle = PLAYED | {"gpm_tensor_active_pct": 0.0, "gpm_hmma_active_pct": 0.0}
+    assert {name: getattr(simt, name) for name in GPM_FIELDS} == idle
+
+
+def test_gpu_check_says_a_float32_window_left_the_tensor_pipes_idle():
+    from roofline.gpu_suite import counters_agree
+
+    simt = {"status": "measured", "dtype": "float32", "sm_clock_mhz": 1755.0}
+    simt |= {"sm_clock_max_mhz": 1980.0, "gpm_tensor_active_pct": 0.0, "achieved_tflops": 51.0}
+    said = counters_agree([simt], {"float32": 66.9}, 1830.0)
+    assert said.splitlines()[1] == (
+        "  float32       tensor pipes idle (0.0%): it ran on the CUDA cores, so there is no "
+        "tensor-core rate to compare with"
+    )
 
 
 def test_gpu_check_compares_the_tensor_pipes_active_share_with_the_measured_rate():

@@ -303,6 +303,9 @@ class State:
         self.fast_accum: list[bool] = []  # use_fast_accum of each float8 matmul
         # The physical GPUs whose last GEMM ran on constant inputs (their "quiet_data" figures).
         self.quiet: set[int] = set()
+        # ...and those whose last GEMM ran on the CUDA cores, not the tensor cores (float32 at
+        # "highest" precision, float64): GPM reads their tensor pipes idle.
+        self.simt: set[int] = set()
         self.memory = {"in_use": 0, "peak": 0, "blocks": {}}
         self.tunable = {
             "enabled": False,
@@ -493,6 +496,18 @@ def _constant(args: tuple) -> bool:
     return all(bool((t == t.reshape(-1)[0]).all()) for t in mats)
 
 
+def _on_cuda_cores(args: tuple) -> bool:
+    """Whether cuBLAS runs this GEMM on the CUDA cores: float64, or float32 where torch's
+    float32 matmul precision is "highest" (no TF32)."""
+    import torch
+
+    mats = [t for t in _tensors(list(args)) if t.dim() >= 2]
+    if any(t.dtype == torch.float64 for t in mats):
+        return True
+    highest = torch.get_float32_matmul_precision() == "highest"
+    return highest and any(t.dtype == torch.float32 for t in mats)
+
+
 def _on_device(func: object, started: int, args: tuple = ()) -> None:
     """An op's time on a played device clock: a GEMM its GPU's `gemm_s`, any other op what it
     took here. Host time between ops is not the device's: a busy host slows no played GEMM.
@@ -506,6 +521,8 @@ def _on_device(func: object, started: int, args: tuple = ()) -> None:
     quiet = gemm and "quiet_data" in played and _constant(args)
     if gemm and "quiet_data" in played:
         (state.quiet.add if quiet else state.quiet.discard)(physical)
+    if gemm:
+        (state.simt.add if _on_cuda_cores(args) else state.simt.discard)(physical)
     if device is None:
         return
     gemm_s = played.get("gemm_s", 0.0)

@@ -465,6 +465,11 @@ def _gpm_mig_get(driver: _Driver, symbol: str, handle, gpu_instance, sample) -> 
     _gpm_sample(driver, sample).update(gpu=physical, instance=instance, t=time.perf_counter())
 
 
+# GPM's tensor-pipe metrics: any tensor pipe, half-precision MMA (NVML_GPM_METRIC_ANY_TENSOR_UTIL,
+# NVML_GPM_METRIC_HMMA_TENSOR_UTIL).
+_TENSOR_METRICS = (5, 7)
+
+
 @_plays("nvmlGpmMetricsGet")
 def _gpm_metrics(driver: _Driver, symbol: str, asked) -> None:
     """Each metric asked of two samples of one GPU: its played value (the machine's "gpm", by
@@ -486,9 +491,11 @@ def _gpm_metrics(driver: _Driver, symbol: str, asked) -> None:
     ):
         raise _Refusal(real.NVML_ERROR_INVALID_ARGUMENT)
     g = driver.machine()["gpus"][first["gpu"]]
+    # A window whose GEMMs ran on the CUDA cores (float32 without TF32): its tensor pipes idle.
+    idle = _TENSOR_METRICS if first["gpu"] in _played_cuda().state.simt else ()
     for i in range(got.numMetrics):
         slot = got.metrics[i]  # a view of the caller's structure, as C writes into it
-        played = g["gpm"].get(slot.metricId)
+        played = 0.0 if slot.metricId in idle else g["gpm"].get(slot.metricId)
         if played is None or slot.metricId in g.get("gpm_refused", ()):
             slot.nvmlReturn, slot.value = real.NVML_ERROR_NOT_SUPPORTED, 0.0
         else:
