@@ -139,34 +139,70 @@ def test_a_lock_is_handed_back_only_from_a_pod_that_measured_the_device():
     assert "handed back no dvc.lock or results.json" in handback_problem("h100", None, None)
 
 
-def pod_setup(tmp_path, driver: str) -> list[str]:
-    """Run scripts/pod-setup with stand-ins for nvidia-smi and uv; what it asked uv to do."""
+def pod_setup(tmp_path, driver: str) -> tuple[list[str], str]:
+    """Run scripts/pod-setup with stand-ins for nvidia-smi and uv (tests/fakes/uv, which answers
+    as uv does): what it asked uv to do, and the torch installed after."""
     import os
     import subprocess
 
-    bin_dir, log = tmp_path / "bin", tmp_path / "uv.log"
+    bin_dir, log, torch = tmp_path / "bin", tmp_path / "uv.log", tmp_path / "torch"
     bin_dir.mkdir(parents=True)
+    torch.write_text("2.15.0+cu132\n", encoding="utf-8")  # the lock's
     (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho {driver}\n", encoding="utf-8")
-    (bin_dir / "uv").write_text(
-        '#!/bin/sh\necho "$@" >> "$UV_LOG"\n'
-        'if [ "$1 $2" = "run --no-sync" ]; then echo 2.15.0; fi\n',
-        encoding="utf-8",
-    )
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
-    env = dict(
-        os.environ, PATH=os.pathsep.join([str(bin_dir), os.environ["PATH"]]), UV_LOG=str(log)
-    )
+    (bin_dir / "nvidia-smi").chmod(0o755)
+    path = [str(bin_dir), str(ROOT / "tests/fakes/uv"), os.environ["PATH"]]
+    env = dict(os.environ, PATH=os.pathsep.join(path), UV_LOG=str(log), PLAYED_UV_TORCH=str(torch))
     done = subprocess.run(
         ["bash", str(ROOT / "scripts/pod-setup")], env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
-    return log.read_text(encoding="utf-8").splitlines()
+    calls = log.read_text(encoding="utf-8").splitlines()
+    return [c for c in calls if not c.startswith("run ")], torch.read_text().strip()
 
 
 @pytest.mark.posix
 def test_pod_setup_installs_a_torch_for_an_older_driver_only_where_needed(tmp_path):
-    assert pod_setup(tmp_path / "new", "580.65.06") == ["sync --locked"]
-    calls = pod_setup(tmp_path / "old", "550.54.15")
-    assert calls[0] == "sync --locked"
-    assert calls[-1] == "pip install --torch-backend=auto torch==2.15.0"
+    assert pod_setup(tmp_path / "new", "580.65.06") == (["sync --locked"], "2.15.0+cu132")
+    calls, installed = pod_setup(tmp_path / "old", "550.54.15")
+    assert calls == [
+        "sync --locked",
+        "pip install --reinstall-package torch --torch-backend=auto torch==2.15.0",
+    ]
+    # Installed for real: a plain `torch==2.15.0` is satisfied by the lock's +cu132 and uv
+    # would have installed nothing ("Checked 1 package").
+    assert installed == "2.15.0+auto"
+
+
+@pytest.mark.posix
+def test_the_played_uv_installs_nothing_where_the_local_label_alone_differs(tmp_path):
+    import os
+    import subprocess
+
+    torch = tmp_path / "torch"
+    torch.write_text("2.15.0+cu132\n", encoding="utf-8")
+    env = dict(os.environ, PLAYED_UV_TORCH=str(torch))
+    uv = str(ROOT / "tests/fakes/uv/uv")
+    args = ["pip", "install", "--torch-backend=auto", "torch==2.15.0"]
+    done = subprocess.run([uv, *args], env=env, capture_output=True, text=True)
+    assert done.stderr == "Checked 1 package in 3ms\n" and torch.read_text() == "2.15.0+cu132\n"
+
+
+@pytest.mark.posix
+def test_pod_setup_says_why_when_nvidia_smi_gives_no_driver(tmp_path):
+    import os
+    import subprocess
+
+    (tmp_path / "nvidia-smi").write_text(
+        "#!/bin/sh\necho 'NVIDIA-SMI has failed because it could not communicate with the "
+        "NVIDIA driver.'\nexit 9\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "nvidia-smi").chmod(0o755)
+    (tmp_path / "torch").write_text("2.15.0+cu132\n", encoding="utf-8")
+    path = os.pathsep.join([str(tmp_path), str(ROOT / "tests/fakes/uv"), os.environ["PATH"]])
+    env = dict(os.environ, PATH=path, PLAYED_UV_TORCH=str(tmp_path / "torch"))
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts/pod-setup")], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 1
+    assert "pod-setup: nvidia-smi gave no driver version (NVIDIA-SMI has failed" in done.stderr

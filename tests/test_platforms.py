@@ -307,7 +307,8 @@ def test_a_windows_pc_with_an_nvidia_gpu_and_no_cuda_torch_measures_its_cpu_and_
         f"note: NVML sees 1 NVIDIA GPU (driver 581.15), but this torch ({torch.__version__}) is the package "
         "index's build for Windows, which has no CUDA: the CPU is measured, the GPU is not. To "
         "measure the GPU too, install the same torch built for this driver from PyTorch's index: "
-        "`uv pip install --torch-backend=auto torch==2.15.0`, then `$env:UV_NO_SYNC=1; uv run "
+        "`uv pip install --reinstall-package torch --torch-backend=auto torch==2.15.0`, then "
+        "`$env:UV_NO_SYNC=1; uv run "
         "dvc repro` (PowerShell; docs/several-machines.md)"
     )
     probe.main(["cpu"])  # a device's own probe does not say it again

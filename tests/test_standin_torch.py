@@ -481,31 +481,33 @@ def test_on_an_old_driver_host_the_probe_names_the_torch_build_and_the_uv_comman
     said = done.stderr.splitlines()[-1]
     assert "NVML sees 1 NVIDIA GPU (driver 550.54.15)" in said
     assert "CUDA 13 needs driver >= 580" in said and "built for CUDA 12" in said
-    assert f"`uv pip install --torch-backend=auto torch=={version}`" in said
+    install = "uv pip install --reinstall-package torch --torch-backend=auto"
+    assert f"`{install} torch=={version}`" in said
     assert "`UV_NO_SYNC=1 uv run dvc repro`" in said
 
 
 @pytest.mark.posix
 def test_pod_setup_on_an_old_driver_installs_the_same_torch_for_its_cuda(tmp_path):
     # nvidia-smi and uv played by scripts on PATH: the driver's version, and the uv calls kept.
-    calls = tmp_path / "uv-calls"
+    # uv as it answers (tests/fakes/uv), the installed torch the lock's.
+    calls, torch = tmp_path / "uv-calls", tmp_path / "torch"
+    torch.write_text("2.15.0+cu132\n", encoding="utf-8")
     (tmp_path / "nvidia-smi").write_text("#!/bin/sh\necho 550.54.15\n", encoding="utf-8")
-    (tmp_path / "uv").write_text(
-        f'#!/bin/sh\necho "$*" >> {calls}\n'
-        'case "$*" in *importlib.metadata*) echo 2.15.0 ;; esac\n',
-        encoding="utf-8",
-    )
-    for stub in ("nvidia-smi", "uv"):
-        (tmp_path / stub).chmod(0o755)
+    (tmp_path / "nvidia-smi").chmod(0o755)
     done = subprocess.run(
         ["bash", str(ROOT / "scripts/pod-setup")],
-        env={"PATH": f"{tmp_path}:/usr/bin:/bin"},
+        env={
+            "PATH": f"{tmp_path}:{ROOT / 'tests/fakes/uv'}:/usr/bin:/bin",
+            "UV_LOG": str(calls),
+            "PLAYED_UV_TORCH": str(torch),
+        },
         capture_output=True,
         text=True,
     )
     assert done.returncode == 0, done.stderr
     assert calls.read_text(encoding="utf-8").splitlines()[-1] == (
-        "pip install --torch-backend=auto torch==2.15.0"
+        "pip install --reinstall-package torch --torch-backend=auto torch==2.15.0"
     )
+    assert torch.read_text(encoding="utf-8") == "2.15.0+auto\n"  # installed, not "Checked"
     assert "driver 550.54.15 is older than 580" in done.stdout
     assert "UV_NO_SYNC=1 uv run dvc repro" in done.stdout

@@ -243,14 +243,21 @@ def nvml_sees(gpus: int, driver: str | None) -> str:
     return f"NVML sees {gpus} NVIDIA GPU{'s' if gpus > 1 else ''} (driver {driver or 'unknown'})"
 
 
+def torch_install(torch_version: str) -> str:
+    """The command that installs this torch version built for the machine's GPU, from PyTorch's
+    index. --reinstall-package, because PEP 440 ignores the local label: the installed
+    2.15.0+cu132 (or +cpu) satisfies torch==2.15.0, and uv would install nothing."""
+    version = torch_version.split("+")[0]
+    return f"uv pip install --reinstall-package torch --torch-backend=auto torch=={version}"
+
+
 def without_cuda_note(gpus: int, torch_version: str, driver: str | None) -> str:
     """What a Windows PC with NVIDIA GPUs and the lock's CPU-only torch is told, once a run."""
     return (
         f"{nvml_sees(gpus, driver)}, but this torch ({torch_version}) is the package index's "
         "build for Windows, "
         "which has no CUDA: the CPU is measured, the GPU is not. To measure the GPU too, install "
-        "the same torch built for this driver from PyTorch's index: `uv pip install "
-        f"--torch-backend=auto torch=={torch_version.split('+')[0]}`, then "
+        f"the same torch built for this driver from PyTorch's index: `{torch_install(torch_version)}`, then "
         "`$env:UV_NO_SYNC=1; uv run dvc repro` (PowerShell; docs/several-machines.md)"
     )
 
@@ -281,8 +288,8 @@ def driver_problem(
         f"{'them' if gpus > 1 else 'it'}: "
         f"{why}. Nothing was measured. Either use a host whose driver is >= {need or 'that'} "
         "(`nvidia-smi` shows it: check before you measure), or install the same torch built "
-        f"for {build} from PyTorch's index and keep it: `uv pip install --torch-backend=auto "
-        f"torch=={version}`, then `UV_NO_SYNC=1 uv run dvc repro` (`scripts/pod-setup` does "
+        f"for {build} from PyTorch's index and keep it: `{torch_install(version)}`, then "
+        "`UV_NO_SYNC=1 uv run dvc repro` (`scripts/pod-setup` does "
         "the first; docs/several-machines.md: pods with older drivers)."
     )
 
@@ -293,8 +300,8 @@ def rocm_problem(gpus: int, torch_version: str, said: str) -> str:
         f"amdsmi sees {gpus} AMD GPU{'s' if gpus > 1 else ''}, but torch {torch_version} cannot "
         f"use {'them' if gpus > 1 else 'it'} (torch said: {said or 'nothing'}): AMD GPUs need "
         "torch's ROCm build, and the lock's is CUDA's. Nothing was measured. `scripts/pod-setup` "
-        f"installs the same torch built for ROCm (`uv pip install --torch-backend=auto "
-        f"torch=={torch_version.split('+')[0]}`); then `UV_NO_SYNC=1 uv run dvc repro`."
+        f"installs the same torch built for ROCm (`{torch_install(torch_version)}`); then "
+        "`UV_NO_SYNC=1 uv run dvc repro`."
     )
 
 
