@@ -5,7 +5,7 @@ triton's do_bench and a bare loop between two events (the timing checking itself
 lab's GPU knobs as a ladder of gains; written as JSON. Each dtype's row names the kernel that
 ran (cuBLAS's, from torch's profiler), which only a real GPU can say.
 
-It needs torch, nvidia-ml-py and PyYAML only (no dvc, hydra or omegaconf), so it runs under a
+It needs torch, numpy, nvidia-ml-py and PyYAML only (no dvc, hydra or omegaconf), so it runs under a
 GPU image's own Python, and it measures with the same functions as the pipeline's benchmark.
 
     python -m roofline.gpu_suite [--out FILE] [--size N] [--min-seconds S] [--no-knobs]

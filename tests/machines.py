@@ -117,8 +117,11 @@ def run(
 
 def gpu_check(out_dir: Path, machine: str, *options: str) -> tuple[int, str]:
     """`scripts/gpu-check --no-speed` as a user runs it, on the played `machine` (a name or a
-    machine file for $PLAYED_MACHINE): its exit code and output; its files in `out_dir`."""
+    machine file for $PLAYED_MACHINE) and the bare image it promises (no dependency of the
+    project beyond torch, numpy, nvidia-ml-py, PyYAML and pytest, and no pytest plugin): its
+    exit code and output; its files in `out_dir`."""
     env = {"PYTHONPATH": str(STAND_IN), "PLAYED_MACHINE": machine, "ROOFLINE_HARDWARE": None}
+    env |= {"PLAYED_BARE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     script = ["bash", "scripts/gpu-check", "--out", str(out_dir), "--no-speed", *options]
     return run(ROOT, *script, env=env, check=False)
 

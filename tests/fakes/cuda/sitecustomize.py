@@ -48,3 +48,38 @@ played.begin()
 sys.meta_path.insert(
     0, AfterImport({"torch": played.play_torch, "roofline.device.kinds": played.play_kinds})
 )
+
+
+class Absent(importlib.abc.MetaPathFinder):
+    """Refuses the modules a bare GPU image does not have, as Python does where they are not
+    installed: $PLAYED_BARE plays the image scripts/gpu-check promises to run on (torch, numpy,
+    nvidia-ml-py, PyYAML and pytest, with no pytest plugins), holding every other dependency of
+    the project back."""
+
+    NOT_THERE = frozenset(
+        [
+            "cpuinfo",
+            "psutil",
+            "pandas",
+            "omegaconf",
+            "hydra",
+            "dvc",
+            "threadpoolctl",
+            "tqdm",
+            "matplotlib",
+            "seaborn",
+            "xdist",
+            "pytest_cov",
+            "coverage",
+            "sky",
+        ]
+    )
+
+    def find_spec(self, name, path, target=None):
+        if name.partition(".")[0] in self.NOT_THERE:
+            raise ModuleNotFoundError(f"No module named '{name}'", name=name)
+        return None
+
+
+if os.environ.get("PLAYED_BARE"):
+    sys.meta_path.insert(0, Absent())
