@@ -213,3 +213,13 @@ def test_gpu_check_compares_the_tensor_pipes_active_share_with_the_measured_rate
         "datasheet's rate a clock; measured 500.0 (70%): disagree (more than 10% apart)",
         "  tf32          not compared: GPM: this GPU has none (NVML GPM is Hopper's and newer)",
     ]
+
+
+def test_gpm_refused_in_an_unprivileged_container_says_so_and_keeps_the_held_times(played, short):
+    summary, sampled = window(played, "container")
+    assert all(getattr(summary, name) is None for name in GPM_FIELDS)
+    assert summary.counter_errors == (
+        "GPM: NVML_ERROR_NO_PERMISSION (Insufficient Permissions): this process may not read "
+        "the GPU's own counters (an unprivileged container is refused them: NVIDIA/DCGM#214)"
+    )
+    assert summary.power_held_s == pytest.approx(sampled.window_s, abs=0.02)

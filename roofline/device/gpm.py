@@ -1,5 +1,6 @@
 """What an NVIDIA GPU's own counters say of a timed window: NVML's GPU Performance Monitoring
-(GPM: Hopper and newer, no root needed) sampled at the window's two ends, and the time the
+(GPM: Hopper and newer; no root needed on a host, NVIDIA/DCGM#62, but an unprivileged container
+may be refused: NO_PERMISSION, NVIDIA/DCGM#214) sampled at the window's two ends, and the time the
 driver held the clock for power or heat over it (nvmlDeviceGetViolationStatus). Every metric
 is its value or the driver's refusal, by name: a figure not read is never a zero."""
 
@@ -136,6 +137,11 @@ def named(nvml: Any, err: Exception) -> str:
     code = getattr(err, "value", None)
     names = [n for n in dir(nvml) if n.startswith("NVML_ERROR_") and getattr(nvml, n) == code]
     said = f"{names[0]} ({err})" if names else str(err)
+    if code == getattr(nvml, "NVML_ERROR_NO_PERMISSION", None):
+        said += (
+            ": this process may not read the GPU's own counters (an unprivileged container is "
+            "refused them: NVIDIA/DCGM#214)"
+        )
     if code == getattr(nvml, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", None):
         said += (
             f": this nvidia-ml-py's GPM structure holds {nvml.NVML_GPM_METRIC_MAX} metrics, "

@@ -239,6 +239,9 @@ MACHINES = {
         "nvml": "absent",
         "amdsmi_refused": ("amdsmi_get_energy_count",),
     },
+    # An H100 in an unprivileged container (most rented pods): NVML answers, GPM is refused
+    # (NVML_ERROR_NO_PERMISSION, NVIDIA/DCGM#214).
+    "container": {"driver": "580.65.06", "gpus": [H100_SXM], "container": True},
     # A shared GPU: another process computes on it.
     "shared": {
         "driver": "580.65.06",

@@ -447,6 +447,8 @@ def _gpm_get(driver: _Driver, symbol: str, handle, sample) -> None:
     # A sliced board's own figures are not played (its slices' are): refused, the strict side.
     if "gpm" not in g or "mig_parent" in g:
         raise _Refusal(driver.real.NVML_ERROR_NOT_SUPPORTED)
+    if driver.machine().get("container"):  # unprivileged: GPM refused (NVIDIA/DCGM#214)
+        raise _Refusal(driver.real.NVML_ERROR_NO_PERMISSION)
     _gpm_sample(driver, sample).update(gpu=physical, instance=None, t=time.perf_counter())
 
 
@@ -462,6 +464,8 @@ def _gpm_mig_get(driver: _Driver, symbol: str, handle, gpu_instance, sample) -> 
     instance = getattr(gpu_instance, "value", gpu_instance)  # nvidia-ml-py passes a bare int
     if "mig_parent" not in g or instance != _PLAYED_GPU_INSTANCE:
         raise _Refusal(driver.real.NVML_ERROR_NOT_FOUND)
+    if driver.machine().get("container"):
+        raise _Refusal(driver.real.NVML_ERROR_NO_PERMISSION)
     _gpm_sample(driver, sample).update(gpu=physical, instance=instance, t=time.perf_counter())
 
 
