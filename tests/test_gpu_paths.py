@@ -275,7 +275,7 @@ def test_the_sustained_window_times_the_headline_again_with_its_telemetry(
     from roofline.measuring.benchmark import measure_device
     from tests.conftest import FINGERPRINT
 
-    played("small_l2")  # an H100 whose 1 MiB L2 a tiny shape rotates past in a few sets
+    state = played("small_l2")  # an H100 whose 1 MiB L2 a tiny shape rotates past in a few sets
     # One sample a window, so that a sample holds several calls however slow the host makes
     # a played call: with 4 of 0.05 s, one host busy with other work timed its calls at over
     # 12.5 ms and took one call a sample (now: several, below 0.1 s a call).
@@ -305,6 +305,11 @@ def test_the_sustained_window_times_the_headline_again_with_its_telemetry(
     assert any(line.startswith("[sustained] h100 float16 [128, 128, 128]") for line in said)
     # Every row carries the limit and the reason's share, not the sustained one only.
     assert all(r["power_limit_w"] == 700.0 and r["clock_reason"] == "sw_power_cap" for r in lab)
+    # The kernels were named once every window was timed (CUPTI stays subscribed after), the
+    # sustained window's and the breakdown's sides' included.
+    assert state.timed_under_cupti == 0 and state.cupti
+    assert sustained["kernel"] == burst["kernel"] != ""
+    assert record["gpu_steps"]["sides_s"] and "kernel names" in record["run"]["spent"]
 
 
 def test_no_sustained_window_without_asking_on_a_cpu_nor_with_none_asked(played):

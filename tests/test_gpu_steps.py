@@ -14,7 +14,8 @@ from roofline.interpretation.ceilings import Ceiling
 from roofline.interpretation.manifest import GpuSteps, SideFigure
 from roofline.interpretation.steps import StepId, gap_shares
 from roofline.measuring import gpu_steps as steps
-from roofline.measuring.measure import gpu_target, measure_point
+from roofline.measuring.measure import gpu_target, measure_point, name_kernels
+from tests.fakes.cuda.played_cuda import SM90_KERNELS
 from tests.test_ceilings import h100_head
 
 BENCH = BenchSettings(seed=0, warmup=1, check_rows=8, min_seconds=0.03, warmup_seconds=0.0)
@@ -136,3 +137,25 @@ def test_with_gpm_the_counters_measure_launch_gaps_and_no_clock_splits_by_rates(
     found = breakdown(blind, ITSELF, "cuda", 132, 1830, gpu=sides(702, 790, 703, 0.01))
     assert found[1].factor == pytest.approx(702 / 790)
     assert "no SM clock read to split it from the clock's step" in found[1].note
+
+
+def test_kernels_are_named_once_every_window_is_timed(played):
+    # Naming a kernel profiles one more call: CUPTI then stays subscribed (unless
+    # TEARDOWN_CUPTI=1) and every later launch pays for it. Deferred, no window is timed under it.
+    state = played("h100")
+    (gpu,) = gpu_info()
+    target, later = gpu_target(gpu, print), []
+    rows = [
+        measure_point("h100", dtype, [64] * 3, target, BENCH, gpu, later=later)
+        for dtype in ("float16", "bfloat16")
+    ]
+    steps.measure_gpu_steps(target, rows, BENCH)
+    assert state.timed_under_cupti == 0 and not state.cupti and len(later) == 2
+    assert [row.kernel for row in rows] == ["", ""]
+    name_kernels(later)
+    assert [row.kernel for row in rows] == [SM90_KERNELS[d] for d in ("float16", "bfloat16")]
+    assert state.cupti and not later
+    # Named as each point is measured, the next point's window is timed with CUPTI subscribed.
+    for dtype in ("float16", "bfloat16"):
+        measure_point("h100", dtype, [64] * 3, target, BENCH, gpu)
+    assert state.timed_under_cupti > 0

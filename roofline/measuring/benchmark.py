@@ -59,6 +59,7 @@ from roofline.measuring.measure import (
     measure_memory_ceiling,
     measure_point,
     measure_sustained,
+    name_kernels,
     target_for,
 )
 from roofline.measuring.provenance import environment, git_revision, versions
@@ -164,13 +165,14 @@ def measure_device(
     available = psutil.virtual_memory().available if kind == "cpu" else None
     check_fits(name, dev, found["memory_bytes"], bench.copy_mib * 2**20, available)
     node = node_gpus(kind, found)
+    later: list[Callable[[], None]] = []  # kernels to name once every window is timed
     if len(node) > 1:  # before this process makes a context: no GPU is shared with it
         with timing(spent, f"{len(node)} GPUs' points"):
             rows = measure_node(name, dev, bench, node, log)
         target = target_for(kind, found, log)
     else:
         target = target_for(kind, found, log)
-        rows = measure_points(name, dev, bench, target, found, log, spent)
+        rows = measure_points(name, dev, bench, target, found, log, spent, later)
     if kind in RENTED_KINDS:  # the breakdown's sides: the data's power, launches
         with timing(spent, "breakdown"):
             steps = measure_gpu_steps(target, rows, bench)
@@ -179,6 +181,9 @@ def measure_device(
         with timing(spent, "copy"):
             memory = measure_memory_ceiling(target, bench, bench.copy_mib * 2**20)
         log(f"{name} copy {bench.copy_mib} MiB: {memory['gbps']:.1f} GB/s (read + write)")
+    if later:
+        with timing(spent, "kernel names"):  # the GPU's profiler, once every window is timed
+            name_kernels(later)
     record: Record = {
         "schema": SCHEMA_VERSION,
         "device": name,
@@ -243,19 +248,23 @@ def measure_points(
     found: Found,
     log: Callable[[str], None] = say,
     spent: dict[str, float] | None = None,
+    later: list[Callable[[], None]] | None = None,
 ) -> list[Measurement]:
     """Every (dtype, shape, backend) point of the device on `target`, then the headline point
-    again in one long window (GPUs; a CPU only when asked); each one's seconds in `spent`."""
+    again in one long window (GPUs; a CPU only when asked); each one's seconds in `spent`.
+    `later`: the kernels to name once every window is timed (measure.measure_point)."""
     rows, spent = [], {} if spent is None else spent
     with progress(points(dev), name) as bar:
         for dtype, shape, backend in bar:
             bar.set_postfix_str(f"{dtype} {shape} {backend}")
             with timing(spent, f"{dtype} {'x'.join(map(str, shape))} {backend}"):
-                row = measure_point(name, dtype, shape, target, bench, found, backend, log=log)
+                row = measure_point(
+                    name, dtype, shape, target, bench, found, backend, log=log, later=later
+                )
             rows.append(row)
             log(describe(rows[-1]))
     start = time.perf_counter()
-    if sustained := measure_sustained(name, rows, target, bench, found, log):
+    if sustained := measure_sustained(name, rows, target, bench, found, log, later):
         spent["sustained"] = round(time.perf_counter() - start, 3)
         rows.append(sustained)
         log(f"[sustained] {describe(sustained)}")
@@ -299,10 +308,12 @@ def measure_gpu(
         _ready.abort()  # the others stop waiting for this GPU: the stage fails with its error
         raise
     _node_pids[slot] = os.getpid()
+    later: list[Callable[[], None]] = []
     _ready.wait(READY_TIMEOUT_S)  # every GPU times at once, as on a loaded node
     # Its siblings are no other tenant: a ROCm process is listed on every GPU it opened.
     target.kind.own_pids |= set(_node_pids)
-    rows = measure_points(f"{name} gpu {index}", dev, bench, target, gpu, log)
+    rows = measure_points(f"{name} gpu {index}", dev, bench, target, gpu, log, later=later)
+    name_kernels(later)  # once this GPU's windows are timed
     return [asdict(replace(row, device=name, gpu=index)) for row in rows]
 
 

@@ -110,11 +110,15 @@ def measure_point(
     backend: str = "torch",
     calls_per_sample: int = 1,
     log: Callable[[str], None] | None = None,
+    later: list[Callable[[], None]] | None = None,
 ) -> Measurement:
     """One (dtype, shape, backend): skipped, failed (wrong result, never timed) or measured.
     `calls_per_sample`: calls in each timed sample (roofline.measuring.matmul.measure_matmul).
     A measured point records the kernel that ran (`kernel_that_ran`); `log` says why where it
-    could not be learnt (standard error by default)."""
+    could not be learnt (standard error by default). Where that takes the GPU's profiler,
+    `later` gets the naming instead, to run once every window is timed: CUPTI stays subscribed
+    for the rest of the process (kineto tears it down only under TEARDOWN_CUPTI=1) and slows
+    every launch after it (pytorch#144455)."""
     gpu = cast(GpuInfo, found)  # its GPU fields, read with .get: a CPU's part has none
     skip = backends.unsupported(backend, dtype, target.kind.name) or unsupported_reason(
         dtype,
@@ -152,8 +156,7 @@ def measure_point(
         point.window, gpu.get("max_sm_clock_mhz"), gpu.get("power_limit_w")
     )
     where = f"{name} {dtype} {shape} ({backend})"
-    kernel = kernel_that_ran(target.kind, point, dtype, backend, where, log or to_stderr)
-    return measurement(
+    row = measurement(
         name,
         dtype,
         shape,
@@ -163,8 +166,23 @@ def measure_point(
         backend,
         point.timing,
         point.timed,
-        kernel=kernel,
     )
+
+    def name_kernel() -> None:
+        row.kernel = kernel_that_ran(target.kind, point, dtype, backend, where, log or to_stderr)
+
+    if later is None or point.kernel is not None:  # learnt already (a CPU's): no profiler
+        name_kernel()
+    else:
+        later.append(name_kernel)
+    return row
+
+
+def name_kernels(later: list[Callable[[], None]]) -> None:
+    """Name the kernels whose naming waited for every window to be timed."""
+    for name_kernel in later:
+        name_kernel()
+    later.clear()
 
 
 def rate(row: Measurement) -> float:
@@ -226,6 +244,7 @@ def measure_sustained(
     bench: BenchSettings,
     found: Found,
     log: Callable[[str], None] = print,
+    later: list[Callable[[], None]] | None = None,
 ) -> Measurement | None:
     """The headline point of `rows` (the kind's lab dtype at its largest shape, through torch)
     again, in one window of the bench's sustained seconds, as the series "sustained", with its
@@ -252,7 +271,9 @@ def measure_sustained(
         calls = max(1, math.ceil(seconds / (per_call * SUSTAINED_SAMPLES)))
         window = dataclasses.replace(bench, min_seconds=seconds)
         log(f"{name} {dtype} {shape}: a sustained window of {seconds:g} s ({calls} calls a sample)")
-        point = measure_point(name, dtype, shape, target, window, found, "torch", calls, log=log)
+        point = measure_point(
+            name, dtype, shape, target, window, found, "torch", calls, log=log, later=later
+        )
     point.series = "sustained"
     return point
 

@@ -12,7 +12,7 @@ from roofline.core.progress import progress, say
 from roofline.machines.record_types import Fingerprint, Record
 from roofline.machines.records import sweep_record
 from roofline.measuring.benchmark import run_info, started
-from roofline.measuring.measure import describe, measure_point, target_for
+from roofline.measuring.measure import describe, measure_point, name_kernels, target_for
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -55,7 +55,7 @@ def measure_sweep(
         warmup_seconds=min(bench.warmup_seconds, sweep.min_seconds),
     )
     budget = sweep.budget_s.get(kind, 0.0)
-    rows = []
+    rows, later = [], []  # `later`: the kernels to name once every window is timed
     plan = [
         (series, shape, d.name, backend)
         for series, shape in sweep_shapes(sweep, kind)
@@ -69,15 +69,18 @@ def measure_sweep(
                 reason = f"the sweep's {budget:g} s budget ran out"
                 row = empty(name, dtype, shape, "skipped", reason, backend)
             else:
-                row = measure_point(name, dtype, shape, target, settings, found, backend, log=log)
+                row = measure_point(
+                    name, dtype, shape, target, settings, found, backend, log=log, later=later
+                )
             row.series = series
-            rows.append(asdict(row))
+            rows.append(row)
             log(f"[{series}] {describe(row)}")
+    name_kernels(later)
     return sweep_record(
         name,
         sweep.name,
         "measured",
         fingerprint=fingerprint,
         run=run_info(*begun, kind),
-        rows=rows,
+        rows=[asdict(row) for row in rows],
     )

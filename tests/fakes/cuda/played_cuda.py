@@ -318,6 +318,11 @@ class State:
             "results": {},  # (op, params) -> (solution, ms), as get_results() lists them
         }
         self.profiling: dict | None = None  # a profiler's window: its activities, start, events
+        # CUPTI, once a profiler traced CUDA: kineto leaves it subscribed for the rest of the
+        # process unless TEARDOWN_CUPTI=1 (every launch after it pays for it, pytorch#144455);
+        # and the timing events recorded while it was.
+        self.cupti = False
+        self.timed_under_cupti = 0
         self.mode = None
 
     def visible(self) -> list[int]:
@@ -783,6 +788,10 @@ def _profiler_hooks() -> dict:
     def _enable_profiler(config, activities, scopes=set()):  # noqa: B006
         if state.profiling is not None:
             raise RuntimeError("played: a profiler is already recording in this process")
+        from torch.profiler import ProfilerActivity
+
+        if ProfilerActivity.CUDA in set(activities):
+            state.cupti = True
         state.profiling = {
             "activities": set(activities),
             "start": time.perf_counter_ns(),
@@ -793,6 +802,8 @@ def _profiler_hooks() -> dict:
         window, state.profiling = state.profiling, None
         if window is None:
             raise RuntimeError("played: no profiler is recording in this process")
+        if os.environ.get("TEARDOWN_CUPTI") == "1":
+            state.cupti = False
         return ProfilerResult(window["events"], window["start"])
 
     return {
@@ -847,6 +858,8 @@ class Event:
         self.timing, self.at, self.done = enable_timing, None, False
 
     def record(self, stream=None) -> None:
+        if self.timing and state.cupti:
+            state.timed_under_cupti += 1
         device = _device_clock()
         self.at, self.done = time.perf_counter() if device is None else device, False
         state.unsynced.append(self)
