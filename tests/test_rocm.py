@@ -409,6 +409,29 @@ def test_a_window_of_a_second_or_more_has_its_power_from_amdsmis_energy_counter(
     assert point.energy_j == pytest.approx(point.power_w * point.window_s, rel=0.05)
 
 
+def test_an_amd_windows_end_is_not_stretched_by_amdsmis_sleeping_violation_call(played):
+    import time
+
+    from roofline.device.hardware import gpu_info
+    from roofline.device.kinds import gpu as kind_of
+
+    played("mi300x")
+    (gpu,) = gpu_info()
+    monitor = kind_of(gpu).monitor()
+    # amdsmi_get_violation_status sleeps 100 ms inside each call, and the sampler reads it every
+    # sample: the window ends when the timed work does, not when that call returns.
+    # Windows that end at every phase of that call.
+    over = []
+    for seconds in (0.30, 0.32, 0.34, 0.36, 0.38):
+        started = time.perf_counter()
+        with monitor() as window:
+            time.sleep(seconds)
+        ended = time.perf_counter()
+        over.append(window.window_s - seconds)
+        assert window.window_s <= ended - started
+    assert max(over) < 0.05, over
+
+
 def test_the_rows_clock_is_the_lowest_xcds_and_the_metrics_table_says_what_held_it(played):
     """An MI300X's eight compute dies clock on their own, one slower here: the row's clock is
     the slowest's (AMD's "lowest XCD's median clock"), and its power cap held the clock for

@@ -289,8 +289,10 @@ class Sampler:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
+        # The window ends now: its energy is read before the sampler's last sample returns (an
+        # AMD GPU's violation status sleeps 100 ms inside each call, which the join would add).
         end, t1 = self._energy_now()
+        self._thread.join()
         self.window_s = t1 - self._t0
         if self._start is not None and end is not None:
             self.energy_j = end - self._start

@@ -222,8 +222,14 @@ def _temperature(lib: _Library, handle, sensor, metric, value) -> None:
     _put(value, lib.gpu(handle)["temp_c"])
 
 
+# libamd_smi reads the violation counters twice, this far apart, inside each call: the call
+# sleeps (amdsmi 7.0.2's amdsmi_get_violation_status).
+_VIOLATION_SLEEP_S = 0.1
+
+
 @_plays("amdsmi_get_violation_status")
 def _violations(lib: _Library, handle, status) -> None:
+    time.sleep(_VIOLATION_SLEEP_S)
     g = lib.gpu(handle)
     # Every counter this GPU does not report reads as all ones, which amdsmi shows as "N/A".
     struct = status._obj
