@@ -289,15 +289,16 @@ class Sampler:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        # The window ends now: its energy is read before the sampler's last sample returns (an
-        # AMD GPU's violation status sleeps 100 ms inside each call, which the join would add).
+        # The window ends now: its energy and counters are read before the sampler's last
+        # sample returns (an AMD GPU's violation status sleeps 100 ms inside each call, which
+        # the join would add to them).
         end, t1 = self._energy_now()
+        if self.counters is not None:
+            self.counters.end()
         self._thread.join()
         self.window_s = t1 - self._t0
         if self._start is not None and end is not None:
             self.energy_j = end - self._start
-        if self.counters is not None:
-            self.counters.end()
 
 
 def mean(values: list) -> float | None:
