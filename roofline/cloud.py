@@ -41,6 +41,7 @@ from roofline.cloud_plan import (
     chosen_devices,
     cluster,
     cost,
+    deadline_minutes,
     dollars,
     make_plan,
     refusals,
@@ -69,6 +70,7 @@ if TYPE_CHECKING:  # SkyPilot and DVC are imported where used: --help and a plan
 BUDGET = 5.0
 MINUTES = 30.0  # the lab's table: about 30 minutes of pod time per GPU
 RUN_ENV = "ROOFLINE_HANDBACK"  # the launch's run id, set on the pod's task
+DEADLINE_ENV = "ROOFLINE_DEADLINE_S"  # when the pod's run is stopped (cloud_plan.deadline_minutes)
 LOGS = Path(".dvc/tmp/cloud")  # each pod's log (.dvc/tmp is git-ignored)
 # The SkyPilot SDK calls a launch makes, by the name the seam gives each (SkyCalls).
 SKY_CALLS = {
@@ -147,7 +149,8 @@ def pod_task(line: PlanLine, run_id: str, environ: dict[str, str]) -> Any:
     task = sky.Task.from_yaml(str(task_path(line.device)))
     task.set_resources(line.resources)
     task.update_secrets({secret: environ[secret] for secret in SECRETS})
-    task.update_envs({RUN_ENV: run_id})
+    deadline_s = round(deadline_minutes(line.minutes) * 60)
+    task.update_envs({RUN_ENV: run_id, DEADLINE_ENV: str(deadline_s)})
     return task
 
 

@@ -33,6 +33,18 @@ class PlanLine:
         return cost(self.per_hour, self.minutes)
 
 
+# A pod's run is stopped at this many times its planned minutes (its task's timeout), then
+# the pod goes down after its idle minutes (roofline.machines.pipeline.task_file): a hung run
+# bills for that at most, never for ever.
+DEADLINE_FACTOR = 2
+IDLE_MINUTES = 10
+
+
+def deadline_minutes(minutes: float) -> float:
+    """How long a pod planned for `minutes` may run before its run is stopped."""
+    return DEADLINE_FACTOR * minutes
+
+
 def cost(per_hour: float | None, minutes: float) -> float | None:
     """Dollars for `minutes` at `per_hour`; None where the price is unknown."""
     return None if per_hour is None else per_hour * minutes / 60
@@ -199,6 +211,12 @@ def show_plan(lines: Sequence[PlanLine], budget: float) -> str:
     if unpriced:  # what is known, and what is not: never a partial sum as the total
         summed = f"at least ${priced:.2f} + unknown ({', '.join(unpriced)}: no price anywhere)"
     text.append(f"total: {summed}; budget ${budget:.2f}")
+    longest = max((line.minutes for line in lines), default=0.0)
+    text.append(
+        f"(each pod's run is stopped at twice its minutes, {deadline_minutes(longest):g} at "
+        f"most, and the pod goes down after {IDLE_MINUTES} idle minutes: a hung pod bills up to "
+        "that, past this total)"
+    )
     if any(line.spot for line in lines):
         text.append(
             "(spot pods run as managed jobs: SkyPilot's jobs controller, a small VM, "

@@ -59,14 +59,43 @@ def test_task_file_validates_with_skypilots_loader(device):
     assert autostop.enabled and autostop.down and autostop.idle_minutes == 10
     assert task.name == f"roofline-{device}" and task.workdir == "."
     assert set(task.secrets) == set(SECRETS)
-    assert task.envs == {"DEVICE": device, "UV_NO_SYNC": "1"}  # keeps pod-setup's torch
+    # UV_NO_SYNC keeps pod-setup's torch; the deadline is a launch by hand's (the launcher
+    # sets its own from --minutes).
+    assert task.envs == {"DEVICE": device, "UV_NO_SYNC": "1", "ROOFLINE_DEADLINE_S": "3600"}
     assert task.setup.strip().endswith("bash scripts/pod-setup")
     steps = [line.strip() for line in task.run.splitlines()]
-    assert steps[-4:] == [
+    assert steps[steps.index("uv run dvc pull --allow-missing") :][:3] == [
         "uv run dvc pull --allow-missing",
         "uv run dvc repro",
         "uv run python -m roofline.sync push",
-        'uv run python -m roofline.cloud --hand-back "$DEVICE"',  # for the launcher to fetch
+    ]
+    assert 'uv run python -m roofline.cloud --hand-back "$DEVICE"' in steps  # for the launcher
+
+
+@pytest.mark.posix
+def test_a_hung_pod_run_is_stopped_at_its_deadline_and_still_hands_back(tmp_path):
+    import os
+    import subprocess
+    import time
+
+    from roofline.machines.pipeline import POD_RUN
+
+    log = tmp_path / "uv.log"
+    (tmp_path / "uv").write_text(  # a `dvc repro` that hangs
+        '#!/bin/sh\necho "$*" >> "$UV_LOG"\ncase "$*" in "run dvc repro") exec sleep 60 ;; esac\n',
+        encoding="utf-8",
+    )
+    (tmp_path / "uv").chmod(0o755)
+    env = dict(os.environ, PATH=f"{tmp_path}{os.pathsep}{os.environ['PATH']}", HOME=str(tmp_path))
+    env |= {"UV_LOG": str(log), "ROOFLINE_DEADLINE_S": "1", "DEVICE": "h100"}
+    started = time.perf_counter()
+    done = subprocess.run(["bash", "-c", POD_RUN], env=env, capture_output=True, text=True)
+    assert done.returncode == 124 and time.perf_counter() - started < 30
+    assert "roofline: stopped at the launcher's deadline of 1 s (twice --minutes)" in done.stdout
+    assert log.read_text(encoding="utf-8").splitlines() == [
+        "run dvc pull --allow-missing",
+        "run dvc repro",
+        "run python -m roofline.cloud --hand-back h100",
     ]
 
 

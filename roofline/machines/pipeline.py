@@ -38,12 +38,22 @@ HEADER = GENERATED + (
 POD_SETUP = """set -e
 bash scripts/pod-setup
 """
+# The measuring steps run under the launcher's deadline ($ROOFLINE_DEADLINE_S: twice its
+# --minutes, roofline.cloud_plan.deadline_minutes): a hung step ends the job, the pod then goes
+# down when idle, so no pod bills for ever. What it left is handed back either way.
 POD_RUN = """set -e
 export PATH="$HOME/.local/bin:$PATH"
+status=0
+timeout --kill-after=60 "$ROOFLINE_DEADLINE_S" bash -ec '
 uv run dvc pull --allow-missing
 uv run dvc repro
 uv run python -m roofline.sync push
+' || status=$?
+if [ "$status" -eq 124 ] || [ "$status" -eq 137 ]; then
+  echo "roofline: stopped at the launcher's deadline of $ROOFLINE_DEADLINE_S s (twice --minutes)"
+fi
 uv run python -m roofline.cloud --hand-back "$DEVICE"
+exit "$status"
 """
 SECRETS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")  # the DVC remote's, from your shell
 # Outputs of a device's stages, which git leaves to DVC.
@@ -220,7 +230,8 @@ def task_file(name: str, dev: DeviceParams) -> SkyTask:
             "autostop": {"idle_minutes": 10, "down": True},
         },
         "workdir": ".",  # this repository, .git included, as ~/sky_workdir on the pod
-        "envs": {"DEVICE": name, "UV_NO_SYNC": "1"},
+        # The deadline for a launch by hand (`sky launch`): twice the lab's 30 minutes.
+        "envs": {"DEVICE": name, "UV_NO_SYNC": "1", "ROOFLINE_DEADLINE_S": "3600"},
         "secrets": dict.fromkeys(SECRETS, ""),  # values from `--secret NAME`, never on disk
         "setup": POD_SETUP,
         "run": POD_RUN,
