@@ -82,6 +82,8 @@ SKY_CALLS = {
     "jobs_tail_logs": "sky.jobs.tail_logs",
     "jobs_queue": "sky.jobs.queue_v2",
     "get": "sky.get",
+    # The enabled clouds with object storage: a managed job's workdir goes through a bucket.
+    "storage_clouds": "sky.data.storage.get_cached_enabled_storage_cloud_names_or_refresh",
 }
 
 
@@ -97,6 +99,7 @@ class SkyCalls(Protocol):
     jobs_tail_logs: Callable[..., Any]
     jobs_queue: Callable[..., Any]
     get: Callable[..., Any]
+    storage_clouds: Callable[..., Any]
 
 
 def real_sky() -> SkyCalls:
@@ -183,7 +186,10 @@ def run_pod(
     try:
         task = pod_task(line, run_id, environ)
         with log.open("w", encoding="utf-8") as out:
-            if line.spot:
+            # A spot offer runs as a managed job (restarted after a pre-emption) where SkyPilot
+            # has a storage cloud for its workdir; elsewhere (RunPod, Lambda alone) as a plain
+            # spot cluster, which a pre-emption ends.
+            if line.spot and sky_calls.storage_clouds():
                 job_ids, _ = sky_calls.get(sky_calls.jobs_launch(task, name=cluster(line.device)))
                 code = sky_calls.jobs_tail_logs(job_id=job_ids[0], follow=True, output_stream=out)
                 records = sky_calls.get(sky_calls.jobs_queue(refresh=False, job_ids=job_ids))[0]

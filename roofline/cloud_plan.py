@@ -219,8 +219,9 @@ def show_plan(lines: Sequence[PlanLine], budget: float) -> str:
     )
     if any(line.spot for line in lines):
         text.append(
-            "(spot pods run as managed jobs: SkyPilot's jobs controller, a small VM, "
-            "bills apart and is not in this total)"
+            "(spot pods run as managed jobs where SkyPilot has a storage cloud for their "
+            "workdir: SkyPilot's jobs controller, a small VM, bills apart and is not in this "
+            "total; elsewhere as plain spot clusters, which a pre-emption ends)"
         )
     return "\n".join(text)
 

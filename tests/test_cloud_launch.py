@@ -175,10 +175,12 @@ def test_pods_run_side_by_side_and_one_failure_leaves_the_others(lab, catalogue,
             "a100": Pod(
                 script, provisioning_error=sky.exceptions.ResourcesUnavailableError("played")
             ),
-            # RunPod spot, a managed job: pre-empted once, resumed elsewhere, then measured.
+            # RunPod spot, a managed job (AWS's S3 holds its workdir): pre-empted once,
+            # resumed elsewhere, then measured.
             "h100": Pod(script, runs=["preempted", "measured"], minutes=30),
             "h200": Pod(script, runs=["measured"], minutes=40),  # Lambda, on-demand
-        }
+        },
+        storage=("AWS",),
     )
     with pytest.raises(RooflineError, match=r"not measured: a100 \(above"):
         main([], sky_calls=played, clock=played.clock)
@@ -200,6 +202,19 @@ def test_pods_run_side_by_side_and_one_failure_leaves_the_others(lab, catalogue,
     assert lines["h200"].startswith("h200: 40.0 min at $4.00/h = $2.67 (estimate $2.00): measured")
     assert "total: $4.17 (estimate $3.75)" in out
     assert "uv run dvc pull && uv run dvc repro" in out  # the one command that renders the lab
+
+
+def test_a_spot_offer_without_a_storage_cloud_runs_as_a_plain_spot_cluster(lab, catalogue, capsys):
+    # RunPod and Lambda alone have no object storage: a managed job could not upload its
+    # workdir (SkyPilot's NoCloudAccessError), so the RunPod spot H100 is a plain cluster.
+    played = PlayedSky(pods={"h100": Pod(measures(lab, lab.parent / "pods"))})
+    main(["h100"], sky_calls=played, clock=played.clock)
+    (job,) = played.jobs.values()
+    assert not job.managed and all(r.use_spot for r in job.task.resources)
+    assert played.clusters == {}  # launched with down=True: gone once its job ended
+    assert (lab / device_dir("h100") / "dvc.lock").exists()
+    with pytest.raises(sky.exceptions.NoCloudAccessError):  # what a managed job would meet
+        played.get(played.jobs_launch(job.task, name="roofline-h100"))
 
 
 def test_a_pod_whose_run_fails_hands_nothing_back(lab, catalogue, capsys):
@@ -226,7 +241,8 @@ def test_a_pod_lost_from_sight_or_left_up_is_named_with_the_command_that_stops_i
             # RunPod spot: the managed job starts, then its controller cannot be followed.
             "h100": Pod(script, follow_error=sky.exceptions.ClusterNotUpError("played")),
             "h200": Pod(script),
-        }
+        },
+        storage=("AWS",),
     )
     with pytest.raises(RooflineError, match=r"not measured: a100, h100"):
         main([], sky_calls=played, clock=played.clock)
@@ -350,12 +366,13 @@ def conforms(value, hint) -> bool:
 def test_each_played_call_returns_what_skypilot_returns(lab, catalogue):
     """Every call, played once: a request id where SkyPilot returns one, and what `get` then
     gives has the shape of the request's documented result."""
-    played = PlayedSky(pods={"h100": Pod(lambda task: None, runs=["measured"])})
+    played = PlayedSky(pods={"h100": Pod(lambda task: None, runs=["measured"])}, storage=("AWS",))
     task = sky.Task.from_yaml("cloud/h100.yaml")
     task.set_resources(sky.Resources(infra="runpod", accelerators="H100-SXM:1", use_spot=True))
     task.update_secrets({"AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})
     calls = {
         "enabled_clouds": lambda: played.enabled_clouds(),
+        "storage_clouds": lambda: played.storage_clouds(),
         "jobs_launch": lambda: played.jobs_launch(task, name="roofline-h100"),
         "jobs_tail_logs": lambda: played.jobs_tail_logs(job_id=next(iter(played.jobs))),
         "jobs_queue": lambda: played.jobs_queue(refresh=False),

@@ -32,6 +32,8 @@ from sky.server.common import RequestId
 from sky.utils.common import OptimizeTarget
 
 SUCCEEDED, FAILED = exceptions.JobExitCode.SUCCEEDED, exceptions.JobExitCode.FAILED
+# SkyPilot's words where no cloud is enabled for storage (sky/data/storage.py).
+NO_STORAGE = "No cloud access available for storage. Please check your cloud credentials."
 
 
 @dataclass
@@ -64,6 +66,9 @@ class Job:
 class PlayedSky:
     pods: dict[str, Pod]
     clouds: Sequence[str] = ("RunPod", "Lambda")  # `sky check`'s, as enabled_clouds names them
+    # ...and those enabled for storage (sky check's STORAGE capability: AWS with S3 keys, say,
+    # whether or not it rents here). RunPod and Lambda have none.
+    storage: Sequence[str] = ()
     launched: list[str] = field(default_factory=list)  # what was rented, in order
     taken_down: list[str] = field(default_factory=list)
     clusters: dict[str, int] = field(default_factory=dict)  # up: name -> its job id
@@ -128,6 +133,14 @@ class PlayedSky:
     # sky.client.sdk.enabled_clouds
     def enabled_clouds(self, workspace: str | None = None, expand: bool = False) -> RequestId:
         return self._request(lambda: list(self.clouds))
+
+    # sky.data.storage.get_cached_enabled_storage_cloud_names_or_refresh: the enabled clouds
+    # with object storage (RunPod and Lambda have none), not a request: a plain call.
+    def storage_clouds(self, raise_if_no_cloud_access: bool = False) -> list[str]:
+        clouds = list(self.storage)
+        if raise_if_no_cloud_access and not clouds:
+            raise exceptions.NoCloudAccessError(NO_STORAGE)
+        return clouds
 
     # sky.launch
     def launch(
@@ -205,7 +218,16 @@ class PlayedSky:
         if not all(r.use_spot for r in task.resources):
             raise ValueError("roofline.cloud runs only spot offers as managed jobs")
         job_id = self._job(device, task, managed=True)
-        return self._request(lambda: ([job_id], None))
+
+        def result():
+            # The controller uploads the task's workdir to a bucket first
+            # (controller_utils.maybe_translate_local_file_mounts_and_sync_up): no storage cloud
+            # enabled, no bucket, no job.
+            if task.workdir and not self.storage_clouds():
+                raise exceptions.NoCloudAccessError(NO_STORAGE)
+            return [job_id], None
+
+        return self._request(result)
 
     # sky.jobs.tail_logs
     def jobs_tail_logs(
