@@ -2,6 +2,7 @@
 inputs (the data's power) and eager against a CUDA graph (launches), played through the CUDA
 stand-in; and the steps they make, worked by hand."""
 
+import json
 import math
 
 import pytest
@@ -159,3 +160,17 @@ def test_kernels_are_named_once_every_window_is_timed(played):
     for dtype in ("float16", "bfloat16"):
         measure_point("h100", dtype, [64] * 3, target, BENCH, gpu)
     assert state.timed_under_cupti > 0
+
+
+def test_the_first_gpu_script_in_process_answers_and_writes_its_json(played, tmp_path, capsys):
+    from roofline import first_gpu
+
+    played("small_l2")
+    out = tmp_path / "answers.json"
+    first_gpu.main(["--size", "384", "--small", "32", "--seconds", "1.05", "--out", str(out)])
+    answers = json.loads(out.read_text())
+    assert [a["question"][:2] for a in answers] == ["1.", "2.", "3.", "4."]
+    # The torn-down side runs in a process of its own: here, one without the stand-in, which
+    # sees no GPU, and the answer says so rather than a figure.
+    assert "with TEARDOWN_CUPTI=1 not measured (" in answers[2]["answer"]
+    assert "first-gpu: done" in capsys.readouterr().out

@@ -665,3 +665,16 @@ def test_a_rocm_gpu_lets_hipblaslt_run_tf32_before_any_matmul(played, monkeypatc
     kind = kinds.gpu(gpu_info()[0])
     # Without it, ROCm's torch runs a "tf32" matmul as float32 (torch's own tests set it).
     assert kind.name == "rocm" and os.environ["HIPBLASLT_ALLOW_TF32"] == "1"
+
+
+def test_the_first_gpu_script_times_amdsmis_violation_call_and_sets_its_uuids_beside_torchs(
+    played,
+):
+    from roofline.device.hardware import gpu_info
+    from roofline.first_gpu import amd_questions
+
+    played("mi300x")
+    (gpu,) = gpu_info()
+    took, uuids = amd_questions(gpu)
+    assert 100 <= int(took["answer"].removesuffix(" ms")) < 200  # it sleeps 100 ms inside
+    assert uuids["means"] == "the same: each GPU's telemetry is matched by its UUID"
