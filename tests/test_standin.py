@@ -478,7 +478,7 @@ def test_the_first_gpu_script_answers_each_question_on_the_bare_image(tmp_path):
     env = {"PYTHONPATH": str(STAND_IN), "PLAYED_MACHINE": "small_l2", "ROOFLINE_HARDWARE": None}
     env |= {"PLAYED_BARE": "1"}
     out_file = tmp_path / "first-gpu.json"
-    small = ("--size", "384", "--small", "32", "--seconds", "1.05", "--out", str(out_file))
+    small = ("--size", "256", "--small", "32", "--seconds", "1.05", "--out", str(out_file))
     code, out = run(ROOT, "bash", "scripts/first-gpu", *small, env=env, check=False)
     assert code == 0, out
     answers = {a["question"].split(".")[0]: a for a in json.loads(out_file.read_text())}

@@ -29,6 +29,7 @@ from roofline.measuring.matmul import (
     float32_math,
     measure_copy,
     measure_matmul,
+    prepare_matmul,
     unsupported_reason,
 )
 
@@ -168,14 +169,41 @@ def measure_point(
         point.timed,
     )
 
-    def name_kernel() -> None:
-        row.kernel = kernel_that_ran(target.kind, point, dtype, backend, where, log or to_stderr)
-
     if later is None or point.kernel is not None:  # learnt already (a CPU's): no profiler
-        name_kernel()
-    else:
-        later.append(name_kernel)
+        row.kernel = kernel_that_ran(target.kind, point, dtype, backend, where, log or to_stderr)
+    else:  # on operands made then: this point's are freed now, as it ends
+        later.append(lambda: named_later(row, target, bench, backend, where, log or to_stderr))
     return row
+
+
+def named_later(
+    row: Measurement,
+    target: Target,
+    bench: BenchSettings,
+    backend: str,
+    where: str,
+    log: Callable[[str], None],
+) -> None:
+    """The kernel a measured row's call runs, learnt on one operand set made (and checked) now."""
+    try:
+        made = prepare_matmul(
+            row.m,
+            row.n,
+            row.k,
+            row.dtype,
+            target.device,
+            seed=bench.seed,
+            check_rows=bench.check_rows,
+            cache_bytes=target.cache_bytes,
+            backend=backend,
+            sets=1,
+            reference=target.kind.reference,
+        )
+    except (WrongResult, *CALL_ERRORS) as err:
+        log(f"{where}: the kernel that ran is not recorded: {raised(err)}")
+        return
+    point = Point([], made.check_error, made.sets, call=made.call)
+    row.kernel = kernel_that_ran(target.kind, point, row.dtype, backend, where, log)
 
 
 def name_kernels(later: list[Callable[[], None]]) -> None:
