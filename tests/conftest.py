@@ -144,6 +144,7 @@ GPU_SIDE_TESTS = frozenset(
         "test_cuda",
         "test_gpm",
         "test_gpu_paths",
+        "test_gpu_steps",
         "test_hardware",
         "test_honest_config",
         "test_kernel_names",

@@ -133,7 +133,7 @@ class Counters:
 
 def named(nvml: Any, err: Exception) -> str:
     """An NVML refusal by its constant's name and its words: NVML_ERROR_NOT_SUPPORTED (Not
-    Supported); a version mismatch says which structure this nvidia-ml-py has."""
+    Supported); a refused permission says where that happens."""
     code = getattr(err, "value", None)
     names = [n for n in dir(nvml) if n.startswith("NVML_ERROR_") and getattr(nvml, n) == code]
     said = f"{names[0]} ({err})" if names else str(err)
@@ -141,10 +141,5 @@ def named(nvml: Any, err: Exception) -> str:
         said += (
             ": this process may not read the GPU's own counters (an unprivileged container is "
             "refused them: NVIDIA/DCGM#214)"
-        )
-    if code == getattr(nvml, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", None):
-        said += (
-            f": this nvidia-ml-py's GPM structure holds {nvml.NVML_GPM_METRIC_MAX} metrics, "
-            "not the driver's; a newer nvidia-ml-py reads them"
         )
     return said

@@ -478,12 +478,11 @@ _TENSOR_METRICS = (5, 7)
 def _gpm_metrics(driver: _Driver, symbol: str, asked) -> None:
     """Each metric asked of two samples of one GPU: its played value (the machine's "gpm", by
     metric id), or NOT_SUPPORTED in its own nvmlReturn (one the machine lists in
-    "gpm_refused", or one it does not play). A structure of another size than this
-    nvidia-ml-py's (an older binding's NVML_GPM_METRIC_MAX) is refused whole."""
+    "gpm_refused", or one it does not play). Its version is a plain 1
+    (NVML_GPM_METRICS_GET_VERSION), not the structure's size: a structure of another size (an
+    older binding's NVML_GPM_METRIC_MAX) cannot be told apart, and its numMetrics are read."""
     real, got = driver.real, asked._obj
-    if got.version != real.NVML_GPM_METRICS_GET_VERSION or ctypes.sizeof(got) != ctypes.sizeof(
-        real.c_nvmlGpmMetricsGet_t
-    ):
+    if got.version != real.NVML_GPM_METRICS_GET_VERSION:
         raise _Refusal(real.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
     first, second = _gpm_sample(driver, got.sample1), _gpm_sample(driver, got.sample2)
     if (
