@@ -166,10 +166,10 @@ def amd_questions(gpu: GpuInfo) -> list[dict]:
         say(
             "5b. amdsmi's GPU UUIDs beside torch's",
             f"amdsmi {theirs}; torch {ours}",
-            "the same: each GPU's telemetry is matched by its UUID"
+            "the same: each GPU's telemetry could be matched by UUID too"
             if set(ours) <= set(theirs)
-            else "they differ: telemetry falls back to index order, which a container may "
-            "reorder (match by PCI bus id instead)",
+            else "they differ (amdsmi before 7.1): each GPU's telemetry is matched by its PCI "
+            "address, which both read alike",
         ),
     ]
 

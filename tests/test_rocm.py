@@ -500,7 +500,9 @@ def two_gpus(**changes) -> dict:
 
 
 @pytest.mark.parametrize("refused", [(), ("amdsmi_get_gpu_device_uuid",)])
-def test_where_amdsmis_uuids_are_not_torchs_its_order_finds_each_gpu(played, monkeypatch, refused):
+def test_where_amdsmis_uuids_are_not_torchs_each_gpu_is_found_by_its_pci_address(
+    played, monkeypatch, refused
+):
     from roofline.device import amd_telemetry, kinds
     from roofline.device.hardware import gpu_info
 
@@ -514,21 +516,21 @@ def test_where_amdsmis_uuids_are_not_torchs_its_order_finds_each_gpu(played, mon
     assert amd_telemetry.power_w(kind.handle) == 590  # the second GPU's, not the first's
 
 
-@pytest.mark.parametrize(
-    ("variable", "changes", "why"),
-    [
-        ("HIP_VISIBLE_DEVICES", {}, "HIP_VISIBLE_DEVICES"),
-        ("CUDA_VISIBLE_DEVICES", {}, "CUDA_VISIBLE_DEVICES"),
-        ("ROCR_VISIBLE_DEVICES", {}, "ROCR_VISIBLE_DEVICES"),
-        # A container given the second GPU's device files: torch sees one, while amdsmi lists
-        # the host's two (as rocm-smi does in one: ROCm/ROCm-docker#49).
-        (None, {"torch_sees": [1]}, "a different GPU count"),
-    ],
-)
-def test_renumbered_gpus_amdsmi_cannot_match_by_uuid_get_no_telemetry_rather_than_anothers(
+RENUMBERED = [
+    ("HIP_VISIBLE_DEVICES", {}, "HIP_VISIBLE_DEVICES"),
+    ("CUDA_VISIBLE_DEVICES", {}, "CUDA_VISIBLE_DEVICES"),
+    ("ROCR_VISIBLE_DEVICES", {}, "ROCR_VISIBLE_DEVICES"),
+    # A container given the second GPU's device files: torch sees one, while amdsmi lists
+    # the host's two (as rocm-smi does in one: ROCm/ROCm-docker#49).
+    (None, {"torch_sees": [1]}, "a different GPU count"),
+]
+
+
+@pytest.mark.parametrize(("variable", "changes", "why"), RENUMBERED)
+def test_renumbered_gpus_whose_uuids_amdsmi_cannot_match_are_found_by_their_pci_address(
     played, monkeypatch, variable, changes, why
 ):
-    from roofline.device import kinds
+    from roofline.device import amd_telemetry, kinds
     from roofline.device.hardware import gpu_info
 
     nothing_renumbered(monkeypatch)
@@ -537,14 +539,34 @@ def test_renumbered_gpus_amdsmi_cannot_match_by_uuid_get_no_telemetry_rather_tha
     played("mi300x", **two_gpus(**changes))
     gpu = gpu_info()[0]
     assert gpu["uuid"] == "1a2b3c4d-0000-4000-8000-000000000301"  # the host's second GPU
+    assert gpu["power_limit_w"] == 600 and "smi_error" not in gpu  # its own, not the first's
+    kind = kinds.gpu(gpu)
+    assert amd_telemetry.power_w(kind.handle) == 590  # the second GPU's, read by its address
+    assert amd_telemetry.pci_address(0) == "0000:21:00"
+
+
+@pytest.mark.parametrize(("variable", "changes", "why"), RENUMBERED)
+def test_renumbered_gpus_amdsmi_cannot_match_at_all_get_no_telemetry_rather_than_anothers(
+    played, monkeypatch, variable, changes, why
+):
+    from roofline.device import kinds
+    from roofline.device.hardware import gpu_info
+
+    nothing_renumbered(monkeypatch)
+    if variable:
+        monkeypatch.setenv(variable, "1,0")
+    # An amdsmi that refuses the PCI address too, with UUIDs that are not torch's.
+    played("mi300x", **two_gpus(amdsmi_refused=("amdsmi_get_gpu_device_bdf",), **changes))
+    gpu = gpu_info()[0]
     assert "power_limit_w" not in gpu and "driver" not in gpu  # not the first GPU's 750 W
     assert gpu["smi_error"] == (
-        "amdsmi: LookupError: amdsmi has no GPU with torch's UUID "
-        f"1a2b3c4d-0000-4000-8000-000000000301, and its order cannot stand in for it ({why})"
+        "amdsmi: LookupError: amdsmi has no GPU at torch's PCI address 0000:21:00 nor with its "
+        "UUID 1a2b3c4d-0000-4000-8000-000000000301, and its order cannot stand in for it "
+        f"({why})"
     )
     kind = kinds.gpu(gpu)
     assert kind.monitor() is None
-    assert kind.telemetry_error.startswith("no amdsmi telemetry: amdsmi has no GPU with torch's")
+    assert kind.telemetry_error.startswith("no amdsmi telemetry: amdsmi has no GPU at torch's")
 
 
 def test_renumbered_gpus_amdsmi_knows_by_uuid_are_read_whatever_their_order(played, monkeypatch):
@@ -677,4 +699,4 @@ def test_the_first_gpu_script_times_amdsmis_violation_call_and_sets_its_uuids_be
     (gpu,) = gpu_info()
     took, uuids = amd_questions(gpu)
     assert 100 <= int(took["answer"].removesuffix(" ms")) < 200  # it sleeps 100 ms inside
-    assert uuids["means"] == "the same: each GPU's telemetry is matched by its UUID"
+    assert uuids["means"] == "the same: each GPU's telemetry could be matched by UUID too"

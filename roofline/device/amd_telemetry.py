@@ -87,12 +87,32 @@ def architecture(gcn_arch_name: str) -> str:
     return gcn_arch_name.split(":")[0]
 
 
+def pci_address(index: int) -> str | None:
+    """The PCI address of the GPU torch calls `index`, as amdsmi writes one ("0000:c1:00"), from
+    torch's device properties; None where this torch does not say."""
+    import torch
+
+    props = torch.cuda.get_device_properties(index)
+    try:
+        return f"{props.pci_domain_id:04x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}"
+    except AttributeError:
+        return None
+
+
 def open_gpu(uuid: str | None, index: int) -> Any:
-    """amdsmi's handle of the GPU torch calls `index` with this UUID: by UUID where amdsmi
-    reports the same one; else by index, only where nothing renumbered the GPUs torch sees and
-    amdsmi lists as many (its order is the host's)."""
+    """amdsmi's handle of the GPU torch calls `index` with this UUID: by its PCI address, which
+    torch and amdsmi read alike (their UUIDs differ before amdsmi 7.1, rocm-systems PR 3614, and
+    a container's amdsmi lists every GPU of the host); else by UUID; else by index, only where
+    nothing renumbered the GPUs torch sees and amdsmi lists as many (its order is the host's)."""
     amdsmi = load()
     handles = amdsmi.amdsmi_get_processor_handles()
+    address = pci_address(index)
+    for handle in handles:
+        try:
+            if address and amdsmi.amdsmi_get_gpu_device_bdf(handle).startswith(address):
+                return handle
+        except amdsmi.AmdSmiException:
+            continue
     wanted = (uuid or "").lower().removeprefix("gpu-")
     for handle in handles:
         try:
@@ -106,7 +126,8 @@ def open_gpu(uuid: str | None, index: int) -> Any:
     if not renumbered and len(handles) == torch.cuda.device_count() and index < len(handles):
         return handles[index]
     raise LookupError(
-        f"amdsmi has no GPU with torch's UUID {uuid}, and its order cannot stand in for it "
+        f"amdsmi has no GPU at torch's PCI address {address} nor with its UUID {uuid}, and its "
+        "order cannot stand in for it "
         f"({', '.join(renumbered) or 'a different GPU count'})"
     )
 

@@ -16,7 +16,8 @@ GPU keys read (played_cuda.MACHINES, an AMD GPU's): name, market_name, gfx (the 
 number, e.g. 0x942), cu_count, uuid, driver, power_cap_w, max_gfx_mhz, max_mem_mhz, gfx_mhz,
 mem_mhz, power_w, temp_c, violations (amdsmi_violation_status_t flags set), xcds (its compute
 dies, each clocked on its own; xcd_mhz, each one's clock where they differ), plus the machine's
-others (processes) and amdsmi_refused. Optional: amdsmi_uuid (amdsmi's UUID where it is not
+others (processes) and amdsmi_refused. Optional: pci (its PCI domain, bus and device, else
+played_cuda.pci_address's), amdsmi_uuid (amdsmi's UUID where it is not
 torch's), a clock of None (not reported: the C library writes UINT32_MAX, which amdsmi's Python
 shows as "N/A"), and power_field "average_socket_power" (a GPU before the MI300 series, which
 reports that and no current_socket_power)."""
@@ -148,6 +149,19 @@ def _uuid(lib: _Library, handle, length, buffer) -> None:
     if len(raw) >= length._obj.value:
         raise _Refusal(lib.wrapper().AMDSMI_STATUS_INSUFFICIENT_SIZE)
     buffer.value = raw
+
+
+@_plays("amdsmi_get_gpu_device_bdf")
+def _bdf(lib: _Library, handle, bdf) -> None:
+    """The GPU's PCI address (domain, bus, device; function 0): played_cuda.pci_address."""
+    import played_cuda
+
+    lib.gpu(handle)  # a handle of no played GPU is refused first
+    index = (ctypes.cast(handle, ctypes.c_void_p).value or 0) - _GPU_TAG
+    domain, bus, device = played_cuda.pci_address(index)
+    fields = bdf._obj.struct_amdsmi_bdf_t
+    fields.domain_number, fields.bus_number = domain, bus
+    fields.device_number, fields.function_number = device, 0
 
 
 @_plays("amdsmi_get_gpu_asic_info")

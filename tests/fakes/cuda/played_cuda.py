@@ -1073,13 +1073,23 @@ def _tunable_hooks() -> dict:
     }
 
 
+def pci_address(physical: int) -> tuple[int, int, int]:
+    """A played GPU's PCI domain, bus and device: its "pci", else one bus a GPU from 0x11."""
+    return tuple(gpu(physical).get("pci", (0, 0x11 + 0x10 * physical, 0)))
+
+
 def _props(index: int):
     from types import SimpleNamespace
 
-    g = gpu(state.visible()[index])
+    physical = state.visible()[index]
+    g = gpu(physical)
     rocm = {"gcnArchName": g["gcn_arch"]} if "gcn_arch" in g else {}  # HIP's only
+    domain, bus, device = pci_address(physical)
     return SimpleNamespace(
         **rocm,
+        pci_domain_id=domain,
+        pci_bus_id=bus,
+        pci_device_id=device,
         name=g["name"],
         major=g["capability"][0],
         minor=g["capability"][1],
