@@ -511,3 +511,13 @@ def test_pod_setup_on_an_old_driver_installs_the_same_torch_for_its_cuda(tmp_pat
     assert torch.read_text(encoding="utf-8") == "2.15.0+auto\n"  # installed, not "Checked"
     assert "driver 550.54.15 is older than 580" in done.stdout
     assert "UV_NO_SYNC=1 uv run dvc repro" in done.stdout
+
+
+def test_the_played_device_properties_are_fields_torch_has(played):
+    import torch
+
+    played("mi300x")
+    props = vars(torch.cuda.get_device_properties(0))
+    real = set(dir(torch._C._CudaDeviceProperties))
+    assert {"pci_domain_id", "pci_bus_id", "pci_device_id", "uuid"} <= set(props)
+    assert set(props) <= real, set(props) - real
