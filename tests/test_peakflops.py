@@ -152,7 +152,7 @@ def test_a_kernel_printing_well_formed_lies_is_refused_with_both_figures(tmp_pat
     seen = every_ceiling()
     clock, why = seen["clock"]
     assert clock == 999999.0  # kept as it read, beside why it is not used
-    assert why == "refused: 1e+06 GHz is not a clock any CPU runs at (0 to 7)"
+    assert why == "refused: 1e+06 GHz is not a clock any CPU runs at (0.2 to 7)"
     assert peakflops.cpu_clock(2)["source"].endswith(
         "the measured clock (999999.00 GHz) was not used: " + why
     )
@@ -165,7 +165,7 @@ def test_a_kernel_printing_well_formed_lies_is_refused_with_both_figures(tmp_pat
     assert seen["fma_clock"] == {
         "ghz": None,
         "vector": "AVX-512 (512-bit)",
-        "reason": "refused: 1e+06 GHz is not a clock any CPU runs at (0 to 7)",
+        "reason": "refused: 1e+06 GHz is not a clock any CPU runs at (0.2 to 7)",
     }
     bounds = {"L1": "3584 (2 cores x 7 GHz x 256", "L2": "1792 (2 cores x 7 GHz x 128"}
     bounds |= {"DRAM": "896 (2 cores x 7 GHz x 64"}
@@ -226,7 +226,7 @@ def test_a_lying_kernels_figures_never_reach_the_results_as_measured(tmp_path, m
     assert record["clock"] == {
         "ghz": 3.0,
         "source": "the OS's maximum clock (psutil); the measured clock (999999.00 GHz) was not "
-        "used: refused: 1e+06 GHz is not a clock any CPU runs at (0 to 7)",
+        "used: refused: 1e+06 GHz is not a clock any CPU runs at (0.2 to 7)",
     }
     assert record["fma"]["gflops"] is None and record["fma"]["reason"].startswith("refused: ")
     assert all(c["gbps"] is None and c["reason"].startswith("refused: ") for c in record["caches"])
@@ -321,7 +321,8 @@ def test_psutils_own_failure_is_said_never_a_traceback(monkeypatch, no_clock_pro
     assert clock == {
         "ghz": None,
         "source": "psutil's cpu_freq failed (SystemError: <built-in function cpu_freq> returned "
-        "a result with an exception set)",
+        "a result with an exception set); no C compiler here to measure the clock: sudo apt "
+        "install gcc (Debian, Ubuntu) or sudo dnf install gcc (Fedora)",
     }
     play_os(monkeypatch, "Linux", "x86_64", lambda: None)  # a VM whose OS reports no clock
     assert peakflops.cpu_clock(4)["source"] == (
@@ -377,3 +378,30 @@ def test_the_clock_fma_and_cache_programs_compile_and_run_for_arm64(
     assert ran.returncode == 0, ran.stderr
     lines = ran.stdout.strip().splitlines()
     assert lines and all(float(line.split()[0]) > 0 for line in lines), ran.stdout
+
+
+def test_an_os_clock_no_cpu_runs_at_is_not_a_peak_clock_and_says_how_to_measure_one(
+    monkeypatch, no_clock_program
+):
+    from collections import namedtuple
+
+    m4 = namedtuple("scpufreq", "current min max")(4.0, 4.0, 4.0)  # an M4's 4 MHz, on Linux
+    play_os(monkeypatch, "Linux", "aarch64", lambda: m4)
+    assert peakflops.cpu_clock(2) == {
+        "ghz": None,
+        "source": "the OS's maximum clock (psutil): 0.004 GHz is not a clock any CPU runs at "
+        "(0.2 to 7); no C compiler here to measure the clock: sudo apt install gcc (Debian, "
+        "Ubuntu) or sudo dnf install gcc (Fedora)",
+    }
+
+
+@posix_only
+def test_a_compiler_that_never_returns_leaves_the_os_clock_and_says_why(tmp_path, monkeypatch):
+    # The measured clock is None and its program's failure is said: never formatted as a clock.
+    played_cc(tmp_path, monkeypatch, "", "sleep 30")
+    monkeypatch.setattr(programs, "COMPILE_TIMEOUT_S", 1.0)
+    play_os(monkeypatch, "Linux", "x86_64", lambda: None)
+    assert peakflops.cpu_clock(2, 0.01) == {
+        "ghz": None,
+        "source": "the clock program was not measured: cc did not finish compiling in 1 s",
+    }

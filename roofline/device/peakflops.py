@@ -17,6 +17,7 @@ from roofline.device.programs import (
     FMA_MARGIN,
     MAX_CLOCK_GHZ,
     MAX_FLOP_PER_CYCLE,
+    MIN_CLOCK_GHZ,
     VECTORS,
     ProgramFailed,
     best_window,
@@ -130,12 +131,13 @@ def measure_clock_ghz(cores: int, seconds: float = 0.15) -> tuple[float | None, 
         except ProgramFailed as err:
             return None, f"the clock program was not measured: {err}"
     ghz = min(window.values)
-    if not 0 < ghz <= MAX_CLOCK_GHZ:
-        return (
-            ghz,
-            f"refused: {ghz:.4g} GHz is not a clock any CPU runs at (0 to {MAX_CLOCK_GHZ:g})",
-        )
+    if not MIN_CLOCK_GHZ <= ghz <= MAX_CLOCK_GHZ:
+        return ghz, f"refused: {not_a_clock(ghz)}"
     return ghz, shared
+
+
+def not_a_clock(ghz: float) -> str:
+    return f"{ghz:.4g} GHz is not a clock any CPU runs at ({MIN_CLOCK_GHZ:g} to {MAX_CLOCK_GHZ:g})"
 
 
 class FmaClock(TypedDict):
@@ -171,9 +173,8 @@ def measure_fma_clock(cores: int, isa: list[str], seconds: float = 0.15) -> FmaC
         return {"ghz": None, "vector": vector, "reason": f"not used: {shared}"}
     slowest = sorted(min(w.values) for w in seen if not w.shared)
     ghz = min(best.values)
-    if not 0 < ghz <= MAX_CLOCK_GHZ:
-        why = f"{ghz:.4g} GHz is not a clock any CPU runs at (0 to {MAX_CLOCK_GHZ:g})"
-        return {"ghz": None, "vector": vector, "reason": f"refused: {why}"}
+    if not MIN_CLOCK_GHZ <= ghz <= MAX_CLOCK_GHZ:
+        return {"ghz": None, "vector": vector, "reason": f"refused: {not_a_clock(ghz)}"}
     spread = (slowest[-1] - slowest[0]) / slowest[len(slowest) // 2]
     return {"ghz": ghz, "vector": vector, "spread": spread}
 
@@ -253,26 +254,32 @@ def cpu_clock(cores: int, seconds: float = 0.15) -> CpuClock:
     measured, shared = measure_clock_ghz(cores, seconds)
     if measured and not shared:
         return {"ghz": measured, "source": "measured all-core clock"}
-    unused = f"; the measured clock ({measured:.2f} GHz) was not used: {shared}" if shared else ""
-    if measured is None and shared:  # the program failed: why, beside whatever the OS says
-        unused = f"; {shared}"
+    if measured is None:  # the program did not run, or failed: why, beside what the OS says
+        unused = f"; {shared}" if shared else ""
+    else:
+        unused = f"; the measured clock ({measured:.2f} GHz) was not used: {shared}"
     system, machine = platform.system(), platform.machine()
+    advice = compiler_advice(system)
     wrong = os_clock_is_wrong(system, machine)
     if wrong:  # no MFU against a clock known not to be the one the kernel ran at
-        return {"ghz": None, "source": f"{wrong}{unused}{compiler_advice(system)}"}
+        return {"ghz": None, "source": f"{wrong}{unused}{advice}"}
     try:  # psutil defines cpu_freq only where the OS has it (not on every arm64 Mac)
         freq = psutil.cpu_freq()
     except Exception as err:  # psutil's own failures (SystemError on M5, #2841), said
-        return {"ghz": None, "source": f"psutil's cpu_freq failed ({type(err).__name__}: {err})"}
-    if freq and freq.max:
-        return {"ghz": freq.max / 1e3, "source": f"the OS's maximum clock (psutil){unused}"}
-    if freq and freq.current:
-        return {"ghz": freq.current / 1e3, "source": f"the OS's current clock (psutil){unused}"}
+        failed = f"psutil's cpu_freq failed ({type(err).__name__}: {err})"
+        return {"ghz": None, "source": f"{failed}{unused}{advice}"}
+    for mhz, which in ((freq and freq.max, "maximum"), (freq and freq.current, "current")):
+        if not mhz:
+            continue
+        said = f"the OS's {which} clock (psutil)"
+        if not MIN_CLOCK_GHZ <= mhz / 1e3 <= MAX_CLOCK_GHZ:  # psutil on an M4 reads 4 MHz
+            return {"ghz": None, "source": f"{said}: {not_a_clock(mhz / 1e3)}{unused}{advice}"}
+        return {"ghz": mhz / 1e3, "source": f"{said}{unused}"}
     why = (
         unused.removeprefix("; ")
         or "the clock program did not run here, and the OS reports no clock"
     )
-    return {"ghz": None, "source": why + compiler_advice(system)}
+    return {"ghz": None, "source": why + advice}
 
 
 def os_clock_is_wrong(system: str, machine: str) -> str:

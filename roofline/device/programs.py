@@ -33,6 +33,9 @@ RUN_TIMEOUT_S = 120.0
 # gives a core at most 64, L3 32, DRAM less), or more FP32 FLOP per cycle per core than
 # MAX_FLOP_PER_CYCLE (two 512-bit FMA units: 64). Each is about twice the fastest known.
 MAX_CLOCK_GHZ = 7.0
+# ...and the lowest a CPU that runs this lab's kernels reaches under load (an M4's psutil reads
+# 4 MHz, 1000x low: psutil #2642). A clock outside the two, measured or read, is no peak clock.
+MIN_CLOCK_GHZ = 0.2
 MAX_LOAD_BYTES = {"L1": 256, "L2": 128, "L3": 64, "DRAM": 64}
 MAX_FLOP_PER_CYCLE = 64
 FMA_MARGIN = 0.25  # an FMA ceiling above the computed peak by more is refused (turbo)
