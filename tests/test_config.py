@@ -176,6 +176,40 @@ def gpu(**over):
             "lab_band_tflops.float16=[300.0, 200.0]; allowed: [low, high]",
         ),
         (gpu(peak_tflops={"float16": 1.0, "int4": 9.0}), "key 'int4'"),
+        # Datasheet figures no device has: each refused with its key, before anything is
+        # written (the aggregate stage loads params.yaml through this check).
+        (
+            gpu(peak_tflops={"float16": -2.0}),
+            "skus.only.peak_tflops.float16=-2.0; allowed: a finite number of TFLOP/s above 0, "
+            "or null where unknown",
+        ),
+        (gpu(peak_tflops={"float16": float("inf")}), "skus.only.peak_tflops.float16=inf; "),
+        (gpu(peak_tflops={"float16": 0.0}), "skus.only.peak_tflops.float16=0.0; "),
+        (
+            gpu(memory_bandwidth_gbps=0.0),
+            "skus.only.memory_bandwidth_gbps=0.0; allowed: a finite number of GB/s above 0, or "
+            "null where unknown",
+        ),
+        (
+            gpu(peak_clock_mhz=-3.0),
+            "skus.only.peak_clock_mhz=-3.0; allowed: a finite number of MHz above 200, at most "
+            "7000, or null where unknown",
+        ),
+        (
+            gpu(clock_ghz=-3.0),
+            "skus.only.clock_ghz=-3.0; allowed: a finite number of GHz above 0.2, at most 7, or "
+            "null where unknown",
+        ),
+        (
+            gpu(cost_per_hour=-1.0),
+            "skus.only.cost_per_hour=-1.0; allowed: a finite number of US dollars an hour at "
+            "least 0, or null where unknown",
+        ),
+        (gpu(memory_gb=float("nan")), "skus.only.memory_gb=nan; "),
+        (
+            gpu(lab_done_tflops={"float16": 0.0}),
+            "skus.only.lab_done_tflops.float16=0.0; allowed: a finite number of TFLOP/s above 0",
+        ),
         (gpu(recognise={}), "recognise.gpu_name is not set; allowed: a regular expression"),
         (gpu(dtypes=["float16", "float16"]), "dtypes lists float16 twice; allowed: each once"),
         (

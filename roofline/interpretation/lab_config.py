@@ -2,6 +2,7 @@
 device's datasheet lines (`skus`), price and pod task. Read by the aggregate stage, composition and
 the launcher; never by a measuring stage, so a datasheet fix re-measures nothing."""
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from omegaconf import MISSING, DictConfig
 from roofline.configuration.measuring_config import PARAMS_FILE, Config, DeviceConfig, load_params
 from roofline.core.arithmetic import matmul_bytes
 from roofline.core.dtypes import NAMES
+from roofline.device.programs import MAX_CLOCK_GHZ, MIN_CLOCK_GHZ
 from roofline.interpretation.datasheets import ANY
 
 
@@ -101,8 +103,9 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
                         errors.append(
                             f"{where}.{table} has key {dtype!r}; allowed: {', '.join(NAMES)}"
                         )
+            errors += figure_errors(sku, where)
             for dtype, band in sku.lab_band_tflops.items():
-                if len(band) != 2 or not 0 < band[0] <= band[1]:
+                if len(band) != 2 or not 0 < band[0] <= band[1] or not math.isfinite(band[1]):
                     errors.append(
                         f"{where}.lab_band_tflops.{dtype}={list(band)}; allowed: [low, high], "
                         "0 < low <= high"
@@ -113,14 +116,64 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
                         f"{where}.published[{i}].window={figure.window!r}; allowed: burst, "
                         "sustained, or '' where its source does not say"
                     )
-                if figure.dtype not in NAMES or len(figure.shape) != 3 or figure.tflops <= 0:
+                if (
+                    figure.dtype not in NAMES
+                    or len(figure.shape) != 3
+                    or not (math.isfinite(figure.tflops) and figure.tflops > 0)
+                ):
                     errors.append(
                         f"{where}.published[{i}]: dtype {figure.dtype!r}, shape "
                         f"{list(figure.shape)}, {figure.tflops} TFLOP/s; allowed: a dtype of "
                         f"{', '.join(NAMES)}, [M, N, K], TFLOP/s > 0"
                     )
-            if sku.memory_gb is not None:
+            if sku.memory_gb is not None and bounded(sku.memory_gb, 0.0, math.inf):
                 errors += memory_errors(cfg, name, dev, sku.memory_gb, where)
+    return errors
+
+
+# Each datasheet figure and what it may be: a finite number above `low` (at least it, where
+# marked: a laptop's price is 0) and at most `high`, or null where unknown. Clocks in the range
+# a CPU or GPU runs at (roofline.device.programs.MIN_CLOCK_GHZ, MAX_CLOCK_GHZ).
+FIGURES = {
+    "memory_bandwidth_gbps": (0.0, math.inf, "GB/s", False),
+    "memory_gb": (0.0, math.inf, "GB", False),
+    "peak_clock_mhz": (1e3 * MIN_CLOCK_GHZ, 1e3 * MAX_CLOCK_GHZ, "MHz", False),
+    "sm_count": (0.0, math.inf, "SMs", False),
+    "clock_ghz": (MIN_CLOCK_GHZ, MAX_CLOCK_GHZ, "GHz", False),
+    "cost_per_hour": (0.0, math.inf, "US dollars an hour", True),
+}
+
+
+def bounded(value: float, low: float, high: float, low_too: bool = False) -> bool:
+    above = low <= value if low_too else low < value
+    return math.isfinite(value) and above and value <= high
+
+
+def figure_errors(sku: Any, where: str) -> list[str]:
+    """A datasheet line's figures that no device has: a peak, bandwidth, memory, clock, SM
+    count or price that is not a finite number in its range (null stands for unknown)."""
+    errors = []
+    for dtype, peak in sku.peak_tflops.items():
+        if peak is not None and not bounded(peak, 0.0, math.inf):
+            errors.append(
+                f"{where}.peak_tflops.{dtype}={peak}; allowed: a finite number of TFLOP/s above "
+                "0, or null where unknown"
+            )
+    for key, (low, high, unit, low_too) in FIGURES.items():
+        value = sku[key]
+        if value is not None and not bounded(value, low, high, low_too):
+            span = f"{'at least' if low_too else 'above'} {low:g}"
+            span += f", at most {high:g}" if high != math.inf else ""
+            errors.append(
+                f"{where}.{key}={value}; allowed: a finite number of {unit} {span}, or null "
+                "where unknown"
+            )
+    for dtype, done in sku.lab_done_tflops.items():
+        if not bounded(done, 0.0, math.inf):
+            errors.append(
+                f"{where}.lab_done_tflops.{dtype}={done}; allowed: a finite number of TFLOP/s "
+                "above 0"
+            )
     return errors
 
 
