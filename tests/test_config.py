@@ -161,6 +161,11 @@ def gpu(**over):
             "shapes has [0, 64, 64]; allowed: [M, N, K] of positive integers",
         ),
         (gpu(shapes=[[64, 64]]), "shapes has [64, 64]"),
+        # A bool is no dimension, though True == 1 (OmegaConf's int nodes keep it a bool).
+        (
+            gpu(shapes=[[True, 64, 64]]),
+            "shapes has [True, 64, 64]; allowed: [M, N, K] of positive integers",
+        ),
         (gpu(shapes=[]), "shapes is empty"),
         (gpu(dtypes=[]), "dtypes is empty; allowed: a list of float32, tf32, float16"),
         (

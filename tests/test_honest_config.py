@@ -180,6 +180,10 @@ def user_module(tmp_path, monkeypatch):
         "def refuses(a, b):\n    raise ValueError('operands not aligned\\nsecond line')\n"
         "def refuses_config(a, b):\n    raise ConfigError('this backend is misconfigured')\n"
         "not_a_function = 3\n"
+        "def wrong_shape(a, b):\n    return (a @ b).T\n"
+        "def a_list(a, b):\n    return (a @ b).tolist()\n"
+        "def float64(a, b):\n    return (a @ b).astype('float64')\n"
+        "def off(a, b):\n    return a @ b + 1\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     yield name
@@ -198,6 +202,30 @@ def test_composition_refuses_a_backend_that_is_not_a_function_here(backend, said
     out = refused(f"devices.cpu.backends=[torch,'{backend}']")
     assert f"devices.cpu.backends has backend '{backend}': {said}" in out
     assert f"correct it, or remove '{backend}' from the backends" in out
+
+
+@pytest.mark.parametrize(
+    ("function", "said"),
+    [
+        ("refuses", "it raised ValueError: operands not aligned;"),
+        ("wrong_shape", "it returned a ndarray of shape (6, 8), not an 8x6 array"),
+        ("a_list", "it returned a list, not an 8x6 array"),
+        ("float64", "it returned float64, not float32"),
+        ("off", "its product is wrong (off by up to 1)"),
+    ],
+)
+def test_a_function_of_yours_that_is_no_matmul_is_refused_before_anything_is_measured(
+    user_module, function, said
+):
+    # Importable and callable is not enough (json:dumps, os:system are both): one tiny product
+    # against numpy's says whether it multiplies.
+    with pytest.raises(ConfigError) as err:
+        check(config({"c": cpu(backends=[f"{user_module}:{function}"])}))
+    assert (
+        f"devices.c.backends has backend '{user_module}:{function}': on an 8x4 and a 4x6 float32 "
+        f"array {said}".removesuffix(";")
+        + "; allowed: a function of two numpy arrays that returns their product, as numpy does"
+    ) in str(err.value)
 
 
 def test_a_backend_found_here_passes_and_one_missing_at_measure_time_ends_the_stage(user_module):

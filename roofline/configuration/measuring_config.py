@@ -172,6 +172,13 @@ def duplicate_errors(cfg: DictConfig) -> list[str]:
     return errors
 
 
+def a_shape(shape: Any) -> bool:
+    """Whether `shape` is [M, N, K] of positive integers: a bool is no dimension, though
+    Python counts True as 1 (OmegaConf's int nodes let it through)."""
+    dims = list(shape)
+    return len(dims) == 3 and all(type(d) is int and d >= 1 for d in dims)
+
+
 def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
     """Every value the schema's types let through but is wrong, each naming what is allowed.
     `conf` is the conf/ directory the config was composed from, whose sweeps are the known
@@ -186,7 +193,7 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
     sizes = [n for sizes in sweep.square.values() for n in sizes] + list(sweep.skinny_m)
     sizes += list(sweep.skinny_nk.values()) if sweep.skinny_m else []
     sizes += [d for shapes in sweep.best_shape.values() for shape in shapes for d in shape]
-    if any(n < 1 for n in sizes):
+    if any(type(n) is not int or n < 1 for n in sizes):
         errors.append(f"sweep {sweep.name!r} has a size below 1; allowed: positive integers")
     if any(len(shape) != 3 for shapes in sweep.best_shape.values() for shape in shapes):
         errors.append(f"sweep {sweep.name!r}: best_shape entries must be [M, N, K]")
@@ -205,7 +212,7 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
         )
     for kind_ in ("cpu", "cuda"):
         for key, shape in knobs[kind_].items():
-            if len(shape) != 3 or any(d < 1 for d in shape):
+            if not a_shape(shape):
                 errors.append(
                     f"knobs.{kind_}.{key}={list(shape)}; allowed: [M, N, K] of positive integers"
                 )
@@ -246,7 +253,7 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
         if not dev.shapes:
             errors.append(f"{where}.shapes is empty; allowed: a list of [M, N, K]")
         for shape in dev.shapes:
-            if len(shape) != 3 or any(d < 1 for d in shape):
+            if not a_shape(shape):
                 errors.append(
                     f"{where}.shapes has {list(shape)}; allowed: [M, N, K] of positive integers"
                 )

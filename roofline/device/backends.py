@@ -83,11 +83,40 @@ def function(name: str) -> Callable[[Any, Any], Any]:
 
 
 def import_error(name: str) -> str | None:
-    """Why the backend `name` cannot be found here (for the config check), or None."""
+    """Why the backend `name` cannot be used here (for the config check), or None: not found,
+    or, a function of yours, wrong on a tiny product (trial_error)."""
     try:
-        function(name)
+        found = function(name)
     except ConfigError as err:
         return str(err)
+    return None if name in BUILTIN else trial_error(name, found)
+
+
+def trial_error(name: str, found: Callable[[Any, Any], Any]) -> str | None:
+    """Why a function of yours is no matmul, from one tiny product against numpy's: it raised,
+    or returned something other than an 8x6 float32 numpy array holding A @ B; None where it is
+    one. Checked before anything is measured, so a wrong function replaces no record."""
+    import numpy as np
+
+    a = np.arange(32, dtype=np.float32).reshape(8, 4) / 8
+    b = np.arange(24, dtype=np.float32).reshape(4, 6) / 6
+    trial = f"backend {name!r}: on an 8x4 and a 4x6 float32 array"
+    allowed = "allowed: a function of two numpy arrays that returns their product, as numpy does"
+    try:
+        out = found(a, b)
+    except Exception as err:  # whatever it raised, it is no matmul of two arrays
+        first = (str(err).splitlines() or [""])[0][:120]
+        return f"{trial} it raised {type(err).__name__}: {first}; {allowed}"
+    if not isinstance(out, np.ndarray) or out.shape != (8, 6):
+        got = f"a {type(out).__name__}" + (
+            f" of shape {out.shape}" if hasattr(out, "shape") else ""
+        )
+        return f"{trial} it returned {got}, not an 8x6 array; {allowed}"
+    if out.dtype != np.float32:
+        return f"{trial} it returned {out.dtype}, not float32; {allowed}"
+    error = float(np.max(np.abs(out - a @ b)))
+    if not error <= 1e-4 * float(np.max(np.abs(a @ b))):
+        return f"{trial} its product is wrong (off by up to {error:.3g}); {allowed}"
     return None
 
 
