@@ -310,8 +310,8 @@ def test_a_fenced_run_measures_one_core_and_a_plain_run_after_it_measures_them_a
 
 @pytest.mark.slow
 def test_a_run_with_a_competitor_throughout_shows_no_mfu_above_100_percent(tmp_path):
-    """The queued pair's failure, played: a peak computed from a clock far too low (set here in
-    conf, as a shared clock window once read it), while another process holds every CPU."""
+    """The queued pair's failure, played: a peak far too low (set here in conf, as a clock read
+    in a shared window once lowered it), while another process holds every CPU."""
     import csv
     import re
 
@@ -324,9 +324,11 @@ def test_a_run_with_a_competitor_throughout_shows_no_mfu_above_100_percent(tmp_p
     live = hardware.cpu_info()
     described = {"cpu": {**live, **PLAYED_CACHES, "cache_bytes": 1 << 20}, "gpus": []}
     overrides = [
-        # A peak of megaflops: a 256^3 call would take seconds to fall below it (at 0.01 GHz,
-        # under two busy loops beside this test's competitor, numpy's fell below: MFU 82%).
-        "devices.cpu.skus.any.clock_ghz=0.0001",
+        # A peak of 100 kFLOP/s: a 256^3 call would take 335 s to fall below it (a clock
+        # below the 0.2 GHz any CPU runs at is refused in conf; at 0.01 GHz, under two busy
+        # loops beside this test's competitor, numpy's fell below: MFU 82%).
+        "devices.cpu.skus.any.peak_tflops.float32=1e-7",
+        "devices.cpu.dtypes=[float32]",
         "devices.cpu.shapes=[[256,256,256]]",
         "bench.min_seconds=0.2",
     ]
