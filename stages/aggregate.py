@@ -10,6 +10,7 @@ from roofline.core.paths import RECORDS
 from roofline.interpretation.aggregate import aggregate, load_record
 from roofline.interpretation.lab_config import load_lab_params
 from roofline.machines.keys import outdated
+from roofline.machines.records import differs_from_lock, edited
 from stages import RENDERED, run
 
 # How each record's rows are read.
@@ -22,6 +23,10 @@ PARSE = {
 
 def main() -> None:
     cfg, params = load_lab_params(), read_params()
+    for name in cfg.devices:  # a record dvc.lock does not vouch for makes no deliverable
+        for stage, path in RECORDS.items():
+            if differs_from_lock(name, stage, path(name)):
+                raise edited(name, path(name), "no deliverable is made from it")
     records = {
         name: {
             stage: load_record(name, path(name), PARSE[stage]) for stage, path in RECORDS.items()

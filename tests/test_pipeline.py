@@ -521,6 +521,25 @@ def test_an_edited_result_of_a_device_measured_elsewhere_is_named_and_restorable
     assert measured_benchmarks(dvc(laptop, "repro", hardware=LAPTOP)) == set()
 
 
+def test_an_edited_record_is_refused_by_the_aggregate_stage_run_alone(story):
+    # `dvc repro -s aggregate` (the docs' remedy for a damaged results.csv) skips the measuring
+    # stages that would have noticed: the aggregate holds each record to its dvc.lock itself.
+    laptop = own_copy(story, "laptop-edited-aggregate")
+    path = f"{DEVICES}/podhost/results.json"
+    record = results(laptop, "podhost")
+    for row in record["rows"]:  # every timing 0.6x: an MFU to be proud of, and a lie
+        row["samples_s"] = [t * 0.6 for t in row["samples_s"]]
+    (laptop / path).write_text(json.dumps(record))
+    before = deliverables(laptop)
+    code, out = dvc(laptop, "repro", "-s", "aggregate", hardware=LAPTOP, check=False)
+    assert code != 0, out
+    assert (
+        f"podhost: {path} is not the file dvc.lock records (it was edited or corrupted here); "
+        f"no deliverable is made from it. Restore it: `uv run dvc checkout --force {path}`"
+    ) in out
+    assert deliverables(laptop) == before
+
+
 def test_a_hand_edited_sweep_name_is_refused_before_anything_runs(story):
     laptop = own_copy(story, "laptop-sweep-name")
     sweep = raw_sweep = (laptop / DEVICES / "cpu/sweep.json").read_bytes()
