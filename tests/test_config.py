@@ -334,3 +334,20 @@ def test_a_published_figure_says_its_window_or_nothing():
     check(config({"g": published(figure)}))  # a conf from before windows: not said
     with pytest.raises(ConfigError, match=r"published\[0\]\.window='long'; allowed: burst, sus"):
         check(config({"g": published(figure | {"window": "long"})}))
+
+
+def test_a_deleted_params_yaml_at_the_root_says_how_to_write_it_again(tmp_path):
+    from roofline.configuration.params import read_params
+    from roofline.core.errors import ConfigError
+
+    (tmp_path / "conf").mkdir()  # the repository root: conf/ is here, params.yaml is not
+    with pytest.raises(ConfigError) as err:
+        read_params(tmp_path / "params.yaml")
+    assert str(err.value) == (
+        f"{tmp_path / 'params.yaml'} not found beside conf/: `uv run python -m roofline.compose` "
+        "writes it again from conf/ (or `git checkout -- params.yaml` restores the committed one)"
+    )
+    with pytest.raises(ConfigError, match="not found: run from the repository root"):
+        read_params(tmp_path / "conf" / "params.yaml")  # another folder
+    with pytest.raises(ConfigError, match="not found beside conf/"):
+        load_lab_params(tmp_path / "params.yaml")

@@ -20,6 +20,7 @@ from roofline.configuration.params import (
     PARAMS_FILE,
     Recognise,
     load_yaml,
+    missing_params,
     pattern_error,
 )
 from roofline.core.dtypes import NAMES
@@ -311,7 +312,7 @@ def load_params(
     and how to undo them when they came from an override (`dvc exp run -S` leaves a failed
     override in params.yaml)."""
     if not path.exists():
-        raise ConfigError(f"{path} not found: run from the repository root")
+        raise missing_params(path)
     try:
         cfg = parse_params(
             path.read_text(encoding="utf-8"), path.parent / "conf", str(path), schema, checks

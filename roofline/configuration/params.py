@@ -161,9 +161,20 @@ def load_yaml(text: str, where: str) -> Any:
         raise ConfigError(f"{where} is not valid YAML: {err}") from err
 
 
+def missing_params(path: Path) -> ConfigError:
+    """params.yaml is not here: from the repository root (its conf/ beside), it was deleted and
+    compose writes it again; elsewhere, the command ran from another folder."""
+    if (path.parent / "conf").is_dir():
+        return ConfigError(
+            f"{path} not found beside conf/: `uv run python -m roofline.compose` writes it again "
+            "from conf/ (or `git checkout -- params.yaml` restores the committed one)"
+        )
+    return ConfigError(f"{path} not found: run from the repository root")
+
+
 def read_params(path: Path = PARAMS_FILE) -> Params:
     if not path.exists():
-        raise ConfigError(f"{path} not found: run from the repository root")
+        raise missing_params(path)
     data = load_yaml(path.read_text(encoding="utf-8"), str(path))
     if not isinstance(data, dict) or not isinstance(data.get("devices"), dict):
         raise ConfigError(f"{path}: no devices; `uv run python -m roofline.compose` writes it")
