@@ -492,7 +492,9 @@ def test_a_failed_render_keeps_every_deliverable(story):
     code, out = dvc(
         laptop, "repro", "-s", "aggregate", "plot", "report", hardware=LAPTOP, check=False
     )
-    assert code != 0 and f"{DEVICES}/podhost/results.json is not valid JSON" in out, out
+    # Corrupted, it is not the file dvc.lock records: refused before it is read, with the way out.
+    assert code != 0 and f"{DEVICES}/podhost/results.json is not the file dvc.lock records" in out
+    assert f"`uv run dvc checkout --force {DEVICES}/podhost/results.json`" in out, out
     assert "the previous deliverables are as they were" in out
     assert deliverables(laptop) == before
     # The advised way out works.
