@@ -178,3 +178,39 @@ def test_the_first_gpu_script_in_process_answers_and_writes_its_json(
     # sees no GPU, and the answer says so rather than a figure.
     assert "with TEARDOWN_CUPTI=1 not measured (" in answers[2]["answer"]
     assert "first-gpu: done" in capsys.readouterr().out
+
+
+def test_the_first_gpu_script_without_an_nvidia_or_amd_gpu_says_so_and_measures_nothing(tmp_path):
+    # As on a Mac (no NVML, torch without CUDA or ROCm) and on this CI machine.
+    from roofline import first_gpu
+    from roofline.core.errors import HardwareError
+
+    out = tmp_path / "answers.json"
+    with pytest.raises(HardwareError, match=r"^no NVIDIA or AMD GPU visible \(NVML, amdsmi"):
+        first_gpu.main(["--out", str(out)])
+    assert not out.exists()
+
+
+@pytest.mark.posix
+def test_the_first_gpu_script_runs_without_timeout_as_on_a_mac(tmp_path):
+    import os
+    import shutil
+    import subprocess
+
+    from tests.machines import ROOT
+
+    # A PATH with bash and the project's python but no `timeout` (macOS ships none).
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "dirname"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    env = dict(os.environ, PATH=str(bin_dir))
+    done = subprocess.run(
+        [str(bin_dir / "bash"), str(ROOT / "scripts/first-gpu")],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 1, done.stderr
+    assert "no NVIDIA or AMD GPU visible" in done.stderr
+    assert "timeout: command not found" not in done.stderr

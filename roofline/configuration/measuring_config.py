@@ -85,11 +85,18 @@ class Config:
 
 @dataclass(frozen=True)
 class Bound:
-    """The range a count or a duration may take, both ends included, and why it ends there."""
+    """The range a count, a duration or a datasheet figure may take, both ends included (the
+    low end excluded where `above`), and why it ends there (or its unit)."""
 
     low: float
     high: float
     why: str
+    above: bool = False
+
+    def holds(self, value: float) -> bool:
+        """Whether `value` is in range; NaN compares false, so it never is."""
+        low = self.low < value if self.above else self.low <= value
+        return low and value <= self.high
 
 
 # Every count and duration a user can set ("*": any key), so that no value makes the work
@@ -150,7 +157,7 @@ def bound_errors(cfg: DictConfig) -> list[str]:
     errors = []
     for pattern, bound in BOUNDS.items():
         for key, value in entries(cfg, pattern):
-            if not bound.low <= value <= bound.high:  # NaN compares false: refused too
+            if not bound.holds(value):
                 errors.append(
                     f"{key}={value}; allowed: {bound.low:,g} to {bound.high:,g} ({bound.why}); "
                     f"set it within that in conf/ or in the override"

@@ -35,6 +35,11 @@ def tflops(flops: float, seconds: float) -> float:
     return flops / seconds / 1e12
 
 
+def rounds_tflops(flops: float, rounds: list[list[float]]) -> float:
+    """A side's rate over rounds of per-call seconds: its median call over every round."""
+    return tflops(flops, summarize([t for r in rounds for t in r])["median_s"])
+
+
 def gbps(nbytes: float, seconds: float) -> float:
     return nbytes / seconds / 1e9
 

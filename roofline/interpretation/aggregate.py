@@ -303,12 +303,11 @@ def measured_run(
 def side_figure(flops: float, rounds: list[list[float]]) -> SideFigure | None:
     """A breakdown side's median rate over every call, and the spread of its rounds' medians
     (a round is one call of a large product, hundreds of a small one)."""
-    calls = [t for r in rounds for t in r]
-    if not calls or not all(rounds):
+    if not rounds or not all(rounds):
         return None
     medians = [ar.summarize(r)["median_s"] for r in rounds]
     spread = ar.summarize(medians)["spread"] if len(medians) > 1 else 0.0
-    return SideFigure(ar.tflops(flops, ar.summarize(calls)["median_s"]), spread)
+    return SideFigure(ar.rounds_tflops(flops, rounds), spread)
 
 
 def cpu_steps(sides: StepSides | None) -> CpuSteps | None:

@@ -9,7 +9,14 @@ from typing import Any
 
 from omegaconf import MISSING, DictConfig
 
-from roofline.configuration.measuring_config import PARAMS_FILE, Config, DeviceConfig, load_params
+from roofline.configuration.measuring_config import (
+    PARAMS_FILE,
+    Bound,
+    Config,
+    DeviceConfig,
+    entries,
+    load_params,
+)
 from roofline.core.arithmetic import matmul_bytes
 from roofline.core.dtypes import NAMES
 from roofline.device.programs import MAX_CLOCK_GHZ, MIN_CLOCK_GHZ
@@ -86,6 +93,7 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
         for name in cfg.lab_devices
         if name not in cfg.devices
     ]
+    errors += figure_errors(cfg)
     for name, dev in cfg.devices.items():
         if not dev.skus:
             errors.append(
@@ -103,7 +111,6 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
                         errors.append(
                             f"{where}.{table} has key {dtype!r}; allowed: {', '.join(NAMES)}"
                         )
-            errors += figure_errors(sku, where)
             for dtype, band in sku.lab_band_tflops.items():
                 if len(band) != 2 or not 0 < band[0] <= band[1] or not math.isfinite(band[1]):
                     errors.append(
@@ -126,54 +133,40 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
                         f"{list(figure.shape)}, {figure.tflops} TFLOP/s; allowed: a dtype of "
                         f"{', '.join(NAMES)}, [M, N, K], TFLOP/s > 0"
                     )
-            if sku.memory_gb is not None and bounded(sku.memory_gb, 0.0, math.inf):
+            if sku.memory_gb is not None and FIGURES[f"{SKU}.memory_gb"].holds(sku.memory_gb):
                 errors += memory_errors(cfg, name, dev, sku.memory_gb, where)
     return errors
 
 
-# Each datasheet figure and what it may be: a finite number above `low` (at least it, where
-# marked: a laptop's price is 0) and at most `high`, or null where unknown. Clocks in the range
-# a CPU or GPU runs at (roofline.device.programs.MIN_CLOCK_GHZ, MAX_CLOCK_GHZ).
+# Each datasheet figure and what it may be (its Bound's `why` is its unit): a finite number
+# above 0 (at least 0: a laptop's price), a clock in the range a CPU or GPU runs at
+# (roofline.device.programs.MIN_CLOCK_GHZ, MAX_CLOCK_GHZ); null where unknown, but for the
+# done thresholds, which are never null.
+SKU = "devices.*.skus.*"
 FIGURES = {
-    "memory_bandwidth_gbps": (0.0, math.inf, "GB/s", False),
-    "memory_gb": (0.0, math.inf, "GB", False),
-    "peak_clock_mhz": (1e3 * MIN_CLOCK_GHZ, 1e3 * MAX_CLOCK_GHZ, "MHz", False),
-    "sm_count": (0.0, math.inf, "SMs", False),
-    "clock_ghz": (MIN_CLOCK_GHZ, MAX_CLOCK_GHZ, "GHz", False),
-    "cost_per_hour": (0.0, math.inf, "US dollars an hour", True),
+    f"{SKU}.peak_tflops.*": Bound(0.0, math.inf, "TFLOP/s", above=True),
+    f"{SKU}.memory_bandwidth_gbps": Bound(0.0, math.inf, "GB/s", above=True),
+    f"{SKU}.memory_gb": Bound(0.0, math.inf, "GB", above=True),
+    f"{SKU}.peak_clock_mhz": Bound(1e3 * MIN_CLOCK_GHZ, 1e3 * MAX_CLOCK_GHZ, "MHz", above=True),
+    f"{SKU}.sm_count": Bound(0.0, math.inf, "SMs", above=True),
+    f"{SKU}.clock_ghz": Bound(MIN_CLOCK_GHZ, MAX_CLOCK_GHZ, "GHz", above=True),
+    f"{SKU}.cost_per_hour": Bound(0.0, math.inf, "US dollars an hour"),
+    f"{SKU}.lab_done_tflops.*": Bound(0.0, math.inf, "TFLOP/s", above=True),
 }
 
 
-def bounded(value: float, low: float, high: float, low_too: bool = False) -> bool:
-    above = low <= value if low_too else low < value
-    return math.isfinite(value) and above and value <= high
-
-
-def figure_errors(sku: Any, where: str) -> list[str]:
-    """A datasheet line's figures that no device has: a peak, bandwidth, memory, clock, SM
-    count or price that is not a finite number in its range (null stands for unknown)."""
+def figure_errors(cfg: DictConfig) -> list[str]:
+    """The datasheet figures no device has: a peak, bandwidth, memory, clock, SM count, price
+    or done threshold that is not a finite number in its range."""
     errors = []
-    for dtype, peak in sku.peak_tflops.items():
-        if peak is not None and not bounded(peak, 0.0, math.inf):
-            errors.append(
-                f"{where}.peak_tflops.{dtype}={peak}; allowed: a finite number of TFLOP/s above "
-                "0, or null where unknown"
-            )
-    for key, (low, high, unit, low_too) in FIGURES.items():
-        value = sku[key]
-        if value is not None and not bounded(value, low, high, low_too):
-            span = f"{'at least' if low_too else 'above'} {low:g}"
-            span += f", at most {high:g}" if high != math.inf else ""
-            errors.append(
-                f"{where}.{key}={value}; allowed: a finite number of {unit} {span}, or null "
-                "where unknown"
-            )
-    for dtype, done in sku.lab_done_tflops.items():
-        if not bounded(done, 0.0, math.inf):
-            errors.append(
-                f"{where}.lab_done_tflops.{dtype}={done}; allowed: a finite number of TFLOP/s "
-                "above 0"
-            )
+    for pattern, bound in FIGURES.items():
+        for key, value in entries(cfg, pattern):
+            if value is None or (bound.holds(value) and math.isfinite(value)):
+                continue
+            span = f"{'above' if bound.above else 'at least'} {bound.low:g}"
+            span += f", at most {bound.high:g}" if bound.high != math.inf else ""
+            unknown = "" if "lab_done" in pattern else ", or null where unknown"
+            errors.append(f"{key}={value}; allowed: a finite number of {bound.why} {span}{unknown}")
     return errors
 
 

@@ -378,14 +378,8 @@ def describe_steps(steps: StepSides) -> str:
     if steps.get("reason"):
         return f"not measured: {steps['reason']}"
     flops = ar.matmul_flops(*steps["shape"])
-    every, one = (
-        ar.tflops(flops, ar.summarize([t for r in steps[side] for t in r])["median_s"])
-        for side in ("every_thread_s", "one_thread_s")
-    )
-    l2 = ar.tflops(
-        ar.matmul_flops(*steps["in_l2"]),
-        ar.summarize([t for r in steps["in_l2_s"] for t in r])["median_s"],
-    )
+    every, one = (ar.rounds_tflops(flops, steps[s]) for s in ("every_thread_s", "one_thread_s"))
+    l2 = ar.rounds_tflops(ar.matmul_flops(*steps["in_l2"]), steps["in_l2_s"])
     shape, square = ("x".join(map(str, s)) for s in (steps["shape"], steps["in_l2"]))
     return (
         f"{steps['backend']} at {shape}: {steps['threads']} thread"

@@ -114,7 +114,7 @@ def describe_gpu_steps(steps: GpuStepSides) -> str:
     flops = ar.matmul_flops(*steps["shape"])
     rates, said = {}, []
     for side, rounds in steps["sides_s"].items():
-        rates[side] = ar.tflops(flops, ar.summarize([t for r in rounds for t in r])["median_s"])
+        rates[side] = ar.rounds_tflops(flops, rounds)
         read = [
             f"{sum(v) / len(v):.0f} {unit}"
             for v, unit in (

@@ -493,11 +493,16 @@ def _device_clock() -> float | None:
     return state.device_s.setdefault(physical, 0.0)
 
 
+def _matrices(args: tuple) -> list:
+    """The matrices a GEMM's arguments hold."""
+    return [t for t in _tensors(list(args)) if t.dim() >= 2]
+
+
 def _constant(args: tuple) -> bool:
     """Whether every matrix a GEMM reads holds one value throughout (bits that never toggle)."""
     import torch
 
-    mats = [t for t in _tensors(list(args)) if t.dim() >= 2]
+    mats = _matrices(args)
     plain = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
     if not mats or any(t.dtype not in plain for t in mats):
         return False
@@ -509,7 +514,7 @@ def _on_cuda_cores(args: tuple) -> bool:
     float32 matmul precision is "highest" (no TF32)."""
     import torch
 
-    mats = [t for t in _tensors(list(args)) if t.dim() >= 2]
+    mats = _matrices(args)
     if any(t.dtype == torch.float64 for t in mats):
         return True
     highest = torch.get_float32_matmul_precision() == "highest"
