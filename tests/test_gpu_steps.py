@@ -15,6 +15,7 @@ from roofline.interpretation.ceilings import Ceiling
 from roofline.interpretation.manifest import GpuSteps, SideFigure
 from roofline.interpretation.steps import StepId, gap_shares
 from roofline.measuring import gpu_steps as steps
+from roofline.measuring.matmul import WrongResult
 from roofline.measuring.measure import gpu_target, measure_point, name_kernels
 from tests.fakes.cuda.played_cuda import SM90_KERNELS
 from tests.test_ceilings import h100_head
@@ -214,3 +215,52 @@ def test_the_first_gpu_script_runs_without_timeout_as_on_a_mac(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "no NVIDIA or AMD GPU visible" in done.stderr
     assert "timeout: command not found" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("raised", "reason"),
+    [
+        (
+            RuntimeError("CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmul"),
+            "the call raised: RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling "
+            "cublasLtMatmul",
+        ),
+        (WrongResult("max error 3.2 against float64"), "wrong result, not timed: max error 3.2"),
+    ],
+)
+def test_sides_whose_call_raises_or_is_wrong_are_not_measured_and_say_why(
+    played, monkeypatch, raised, reason
+):
+    played("h100_pcie")
+    (gpu,) = gpu_info()
+    target = gpu_target(gpu, print)
+    head = measure_point("h100", "float16", [64] * 3, target, BENCH, gpu)
+
+    def refuses(*args, **options):
+        raise raised
+
+    monkeypatch.setattr(steps, "matmul", refuses)
+    record = steps.measure_gpu_steps(target, [head], BENCH)
+    assert record["reason"].startswith(reason) and record["sides_s"] == {}
+    assert steps.describe_gpu_steps(record) == f"not measured: {record['reason']}"
+
+
+@pytest.mark.parametrize(
+    ("machine", "answer", "means"),
+    [
+        ("container", "no, refused: GPM: NVML_ERROR_NO_PERMISSION", "stay unmeasured on this pod"),
+        ("a100", "no counters: GPM: this GPU has none", "models tiles and waves instead"),
+    ],
+)
+def test_the_first_gpu_script_says_why_gpm_was_not_read(
+    played, monkeypatch, machine, answer, means
+):
+    from roofline import first_gpu
+    from roofline.device import gpm
+
+    played(machine)
+    monkeypatch.setattr(gpm, "MIN_WINDOW_S", 0.12)
+    (gpu,) = gpu_info()
+    bench = BenchSettings(seed=0, warmup=1, check_rows=8, min_seconds=0.15, warmup_seconds=0.0)
+    (said,) = first_gpu.tensor_activity(gpu_target(gpu, print), gpu, 64, bench)
+    assert said["answer"].startswith(answer) and means in said["means"]
