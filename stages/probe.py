@@ -1,22 +1,23 @@
 """Stage probe: record which hardware each device's next measurement is for.
 
-`python -m stages.probe` probes every device, in one process: the pipeline's one stage that
-runs on every `dvc repro` (always_changed, experiments/x4-roofline/devices/dvc.yaml), which DVC
-runs first, its keys file being aggregate's first dependency. For each device: when the device
-is here (and nothing, or the same hardware, is on record) it writes this machine's fingerprint,
-with the keys of the code and params that would measure it now; otherwise the fingerprint of
-what is on record, the keys its records were measured by included, so a run that probed and
-then failed leaves no claim behind and a change of measuring code stales no device measured
-elsewhere. A fingerprint only changes when the hardware, the torch build, the measuring code or
-params, or the record do. It also writes KEYS_FILE. All or none: a device it cannot decide for
-stops it before it writes anything. When nothing it decides from has changed since the last
-time (PROBE_CACHE), it says what it said then, without importing what decides.
+`python -m stages.probe` probes every device in one process. It is the one stage that runs on
+every `dvc repro` (always_changed), and DVC runs it first.
 
-`python -m stages.probe <name>` probes one device: its own pipeline's probe stage, which DVC
-runs when the fingerprint file differs from what its dvc.lock records (the probe above rewrote
-it) or when forced, and which decides as the probe above did; the device's dvc.lock records
-the fingerprint. It depends on no code of its own in dvc.yaml, and its lock entry must not
-change on a machine that only keeps another machine's record."""
+For each device it writes a fingerprint: the hardware, the torch build, and the keys of what
+would measure it (roofline/machines/keys.py). Where the device is here, that is this machine's
+fingerprint. Elsewhere it is the fingerprint on record, with the keys its records were measured
+by: a run that failed leaves no claim behind, and a change of code stales no device measured on
+another machine. A fingerprint changes only when one of those things does.
+
+It also writes KEYS_FILE, aggregate's first dependency. It writes all or nothing: a device it
+cannot decide for stops it first. When nothing it decides from has changed since the last run
+(PROBE_CACHE), it repeats what it said then, without importing what decides.
+
+`python -m stages.probe <name>` probes one device: the first stage of the device's own
+pipeline. DVC runs it when the fingerprint differs from the one its dvc.lock records (the probe
+above rewrote it), or when forced. It decides as the probe above does, and depends on no code
+of its own in dvc.yaml: its lock entry must not change on a machine that only keeps another
+machine's record."""
 
 from __future__ import annotations
 
@@ -42,8 +43,6 @@ KEYS_FILE = EXPERIMENT / "devices" / "keys.json"
 # `dvc repro`: deciding took about 70 ms, most of it imports; answering from here, 36 ms
 # (measured 2026-12, a 2-core VM: docs/development.md).
 PROBE_CACHE = Path(".dvc/tmp/probe.json")
-# Variables that change which hardware is here.
-HARDWARE_VARIABLES = ("ROOFLINE_HARDWARE", "PYTHONPATH")
 
 
 def read_if_there(path: Path) -> Any:
@@ -52,30 +51,28 @@ def read_if_there(path: Path) -> Any:
     return read_json(path) if path.exists() else None
 
 
-def inputs(names: list[str]) -> list[Any]:
-    """The state of all the probe of every device decides from: the size and mtime of every file
-    it reads (params.yaml, each device's fingerprint and records, the keys file, the hardware
-    description or its cache, our code), this boot's key (the CPUs this process may use, the
-    torch installed: hardware.boot) and the variables that say which hardware is here."""
-    from roofline.device.hardware import BOOT_CACHE, boot
-    from roofline.machines.code import OUR_PACKAGES, stats  # cheap: the fast path's imports
+def inputs(names: list[str], own: list[str]) -> list[Any]:
+    """The state of all the probe of every device decides from: the size and mtime of every
+    file it reads (params.yaml, each device's fingerprint and records, the keys file, the
+    hardware description or its cache, the lab's code and `own`, the files of your own
+    kernels), and this boot's key (hardware.boot: the variables that change which hardware is
+    seen, the CPUs this process may use, the torch installed)."""
+    from roofline.core.code import stats  # cheap: the fast path's imports
+    from roofline.core.depends import lab_files
+    from roofline.device.hardware import BOOT_CACHE, HARDWARE_ENV, boot
 
-    files = [
-        Path("params.yaml"),
-        KEYS_FILE,
-        BOOT_CACHE,
-    ]  # roofline.configuration.params imports yaml
+    files = [Path("params.yaml"), KEYS_FILE, BOOT_CACHE]
     files += [at(name) for name in names for at in (fingerprint_path, *RECORDS.values())]
-    files += [Path(v) for v in [os.environ.get(HARDWARE_VARIABLES[0])] if v]
-    files += sorted(p for part in OUR_PACKAGES for p in Path(part).rglob("*.py"))
-    return [stats(files), boot(), [os.environ.get(name) for name in HARDWARE_VARIABLES]]
+    files += [Path(v) for v in [os.environ.get(HARDWARE_ENV)] if v]
+    files += [*lab_files(), *map(Path, own)]
+    return [stats(files), boot()]
 
 
 def answered_from_cache() -> bool:
     """Say what the last probe of every device said, where nothing it decided from changed."""
     try:
         kept = json.loads(PROBE_CACHE.read_text(encoding="utf-8"))
-        if kept["inputs"] != inputs(kept["devices"]):
+        if kept["inputs"] != inputs(kept["devices"], kept["own"]):
             return False
         said = kept["said"]
         if not isinstance(said, list) or not all(isinstance(line, str) for line in said):
@@ -86,13 +83,13 @@ def answered_from_cache() -> bool:
     return True
 
 
-def keep(names: list[str], before: list[Any], said: list[str]) -> None:
+def keep(names: list[str], own: list[str], before: list[Any], said: list[str]) -> None:
     """Keep what the probe said for the next run, where nothing changed while it decided (its
     own writes included: the run after them keeps it)."""
     from roofline.core.files import keep_cache
 
-    if inputs(names) == before:
-        keep_cache(PROBE_CACHE, {"devices": names, "inputs": before, "said": said})
+    if inputs(names, own) == before:
+        keep_cache(PROBE_CACHE, {"devices": names, "own": own, "inputs": before, "said": said})
 
 
 def decide(
@@ -161,6 +158,7 @@ def probe(argv: list[str]) -> None:
     import argparse
 
     from roofline.configuration.params import probe_devices, read_params
+    from roofline.core.depends import own_files
     from roofline.core.files import json_text, write_texts_atomic
     from roofline.device.hardware import BOOT_CACHE, live_hardware
     from roofline.machines.identity import unmatched_gpus
@@ -195,7 +193,8 @@ def probe(argv: list[str]) -> None:
     if args.device and args.device not in devices:
         raise ConfigError(f"unknown device {args.device!r}; allowed: {', '.join(devices)}")
     names = [args.device] if args.device else list(devices)
-    before = inputs(names) if not argv else None  # only the probe of every device is kept
+    own = [str(path) for path in own_files(params)]
+    before = inputs(names, own) if not argv else None  # only the probe of every device is kept
     hardware = live_hardware(BOOT_CACHE)
     writes: dict[Path, Any] = {}
     said, from_files = [], True
@@ -228,7 +227,7 @@ def probe(argv: list[str]) -> None:
     if texts:
         write_texts_atomic(texts)
     if before is not None and from_files:
-        keep(names, before, said)
+        keep(names, own, before, said)
 
 
 def main(argv: list[str] | None = None) -> None:

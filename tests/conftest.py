@@ -109,7 +109,7 @@ def measuring(dev):
     """The part of a device's conf its measuring stages read (what load_params gives them)."""
     from omegaconf import OmegaConf
 
-    from roofline.configuration.params import MEASURING_KEYS
+    from roofline.core.depends import MEASURING_KEYS
 
     return OmegaConf.masked_copy(dev, list(MEASURING_KEYS))
 

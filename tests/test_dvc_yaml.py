@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 from roofline.compose import generated
-from roofline.machines.code import code_deps
-from roofline.machines.keys import stage_params
+from roofline.core.code import code_deps
+from roofline.core.depends import settings
+from roofline.machines.keys import schema_defaults
 from roofline.machines.pipeline import orphans
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,17 +75,17 @@ def test_device_stages_depend_on_no_code_and_measuring_stages_on_their_key_only(
             ]
         }
     ]
-    params = {"bench": 1, "sweep": 2, "knobs": 3, "devices": {"h100": {"kind": "cuda", "x": 0}}}
-    assert stage_params(params, "h100", "sweep") == {
-        "bench": 1,
-        "sweep": 2,
-        "devices.h100": {
-            "kind": "cuda",
-            "recognise": None,
-            "dtypes": None,
-            "shapes": None,
-            "backends": None,
-        },
+    params = {
+        "bench": {"repeats": 10, "seed": 3},
+        "sweep": {"name": "full"},
+        "knobs": {"name": "lab"},
+        "devices": {"h100": {"kind": "cuda", "x": 0, "backends": ["torch"]}},
+    }
+    # What the sweep reads, each entry at its schema default left out (repeats, backends).
+    assert settings(params, "h100", "sweep", schema_defaults()) == {
+        "bench": {"seed": 3},
+        "sweep": {"name": "full"},
+        "devices.h100": {"kind": "cuda", "recognise": None, "dtypes": None, "shapes": None},
     }
     assert (
         "devices"

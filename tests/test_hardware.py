@@ -4,9 +4,9 @@ import json
 
 import pytest
 
+from roofline.core.depends import GPU_VISIBILITY
 from roofline.core.errors import HardwareError
 from roofline.device import hardware
-from roofline.device.description import GPU_VISIBILITY
 from roofline.device.hardware import live_hardware
 from roofline.machines.identity import find_device, identity, unmatched_gpus
 from tests.conftest import H100_POD, LAPTOP, config, device
@@ -239,8 +239,8 @@ def test_a_probe_cache_whose_words_are_malformed_is_decided_afresh(tmp_path, mon
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".dvc/tmp").mkdir(parents=True)
-    before = probe.inputs(["cpu"])
-    probe.keep(["cpu"], before, ["cpu: here"])
+    before = probe.inputs(["cpu"], [])
+    probe.keep(["cpu"], [], before, ["cpu: here"])
     assert probe.answered_from_cache() and capsys.readouterr().out == "cpu: here\n"
     kept = json.loads(probe.PROBE_CACHE.read_text())
     for said in ("cpu: here", [1, 2], None):  # a string would be said a letter a line

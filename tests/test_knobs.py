@@ -143,7 +143,7 @@ def test_the_isa_cap_is_measured_in_processes_of_its_own(monkeypatch):
     samples = side.measure(0.01, True)
     assert samples and all(s > 0 for s in samples)
     # What those processes run is code the knobs stage's key hashes: editing it re-measures.
-    from roofline.machines.code import code_deps
+    from roofline.core.code import code_deps
 
     deps = code_deps("stages.knobs", ROOT)
     assert started and all(f"{m.replace('.', '/')}.py" in deps for m in started), started

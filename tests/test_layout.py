@@ -1,12 +1,12 @@
 """The layout shows the design: roofline's subpackages, and which may run which. The rules are
-about packages, read from import statements (roofline.machines.code), with no module list."""
+about packages, read from import statements (roofline.core.code), with no module list."""
 
 import ast
 from pathlib import Path
 
 import pytest
 
-from roofline.machines.code import code_deps, imported_modules
+from roofline.core.code import code_deps, imported_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = sorted(p.parent.name for p in (ROOT / "roofline").glob("*/__init__.py"))

@@ -305,6 +305,22 @@ def test_plot_draws_every_device(tmp_path):
     assert "1000" in ys and not any("$" in tick or "e" in tick for tick in xs | set(ys))
 
 
+def test_a_kernel_of_your_own_wears_a_marker_of_its_own_on_both_plots(tmp_path):
+    from roofline.rendering.plot import draw_sweeps
+
+    table, info = aggregated(tmp_path)
+    measured = table[table.status == "measured"]
+    own = "kernels.tiled:tiled"
+    rows = pd.concat([table, measured.assign(backend="numpy"), measured.assign(backend=own)])
+    for fig in (draw(rows, info), draw_sweeps(rows, info)):
+        drawn = [c for c in fig.axes[0].collections if len(c.get_offsets())]
+        looks = [(c.get_hatch(), len(c.get_facecolor())) for c in drawn]
+        # torch filled, numpy hollow (no face), yours hatched and hollow: three looks, one each.
+        assert looks == [(None, 1), (None, 0), ("////", 0)], looks
+        legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+        assert any(own in label for label in legend), legend
+
+
 def test_report_has_the_breakdown_cost_and_roofline_check_and_an_appendix(tmp_path):
     records, sweeps = recorded(tmp_path)
     point = measurement("cpu", "float32", [4096, 4096, 4096], [0.4], 0.0)

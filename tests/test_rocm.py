@@ -476,7 +476,7 @@ def test_the_played_metrics_table_reads_na_for_every_field_it_does_not_play(play
 
 def nothing_renumbered(monkeypatch) -> None:
     """This process's environment, whatever the shell running the tests set."""
-    from roofline.device.description import GPU_VISIBILITY
+    from roofline.core.depends import GPU_VISIBILITY
 
     for name in GPU_VISIBILITY:
         monkeypatch.delenv(name, raising=False)

@@ -16,13 +16,13 @@ from omegaconf import MISSING, DictConfig, ListConfig, OmegaConf
 
 from roofline.configuration.params import (
     KINDS,
-    MEASURING_KEYS,
     PARAMS_FILE,
     Recognise,
     load_yaml,
     missing_params,
     pattern_error,
 )
+from roofline.core.depends import MEASURING_KEYS
 from roofline.core.dtypes import NAMES
 from roofline.core.errors import ConfigError
 from roofline.device.backends import ALLOWED, BUILTIN, import_error, spec_error

@@ -20,13 +20,6 @@ KINDS = ("cpu", "cuda", "rocm", "mps")
 # from the vendor's library (NVML, amdsmi).
 RENTED_KINDS = {"cuda": "NVML", "rocm": "amdsmi"}
 
-# What changes a measurement: a device's measuring stages depend on these keys of it (the
-# pipeline files list them as params) and read nothing else of it.
-PROBE_KEYS = ("kind", "recognise")
-MEASURING_KEYS = (*PROBE_KEYS, "dtypes", "shapes", "backends")
-# A device's measuring stages, and the top-level params (besides its measuring keys) each reads.
-STAGE_PARAMS = {"benchmark": ("bench",), "sweep": ("bench", "sweep"), "knobs": ("bench", "knobs")}
-
 
 class RecogniseParams(TypedDict, total=False):
     """A device's `recognise` as params.yaml holds it (composed: every key; see Recognise)."""
@@ -38,14 +31,14 @@ class RecogniseParams(TypedDict, total=False):
 
 
 class ProbeDevice(TypedDict):
-    """What a probe reads of a device (PROBE_KEYS), checked by probe_devices."""
+    """What a probe reads of a device (depends.PROBE_KEYS), checked by probe_devices."""
 
     kind: str  # one of KINDS
     recognise: RecogniseParams
 
 
 class MeasuringDevice(ProbeDevice):
-    """What a device's measuring stages read of it (MEASURING_KEYS)."""
+    """What a device's measuring stages read of it (depends.MEASURING_KEYS)."""
 
     dtypes: list[str]
     shapes: list[list[int]]  # [M, N, K] each

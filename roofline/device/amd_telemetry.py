@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from roofline.core.depends import GPU_VISIBILITY
 from roofline.device import telemetry
-from roofline.device.description import GPU_VISIBILITY, NvmlLimits
+from roofline.device.description import NvmlLimits
 
 # amdsmi's violation flags as the NVML clock-event reasons the rows name (telemetry's
 # CLOCK_EVENT_REASONS), where they mean the same: package power tracking (PVIOL) is the power

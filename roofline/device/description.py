@@ -7,10 +7,6 @@ from typing import Any, NotRequired, TypedDict
 
 from roofline.core.errors import HardwareError
 
-# The variables that choose and renumber the GPUs torch sees: CUDA's, and ROCm's two (HIP's,
-# and the runtime's below it, which ROCm's torch honours too).
-GPU_VISIBILITY = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
-
 
 class CacheLevel(TypedDict):
     """One cache level as the probe read it (roofline.device.cache_ceilings.CacheSize, as JSON)."""

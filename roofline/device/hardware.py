@@ -16,7 +16,6 @@ from typing import NotRequired, TypedDict, cast
 from roofline.core.errors import HardwareError
 from roofline.device.core_types import physical_cores_of
 from roofline.device.description import (
-    GPU_VISIBILITY,
     AppleGpu,
     CacheLevel,
     CoreType,
@@ -383,17 +382,20 @@ class BootKey(TypedDict):
     """What a cached description holds for (boot): it is probed again when any of it changes."""
 
     boot: str | float  # Linux's boot id, else psutil's boot time
-    visible_devices: dict[str, str | None]  # each of GPU_VISIBILITY's variables
+    variables: dict[str, str | None]  # roofline.core.depends.HARDWARE_VARIABLES
     torch: str | None  # the installed torch's version (torch_version)
     cpus: list[int]  # the CPUs this process may use
-    cpu_quota: list[str | None]  # the cgroup quota files' text, then $LOKY_MAX_CPU_COUNT
+    cpu_quota: list[str]  # the cgroup quota files' text
     description: int  # DESCRIPTION_VERSION: what the lab that wrote it records of a machine
 
 
 def boot() -> BootKey:
-    """What the cached description holds for: this boot, the GPUs torch may see, the torch
-    installed (another torch may see other GPUs), and the CPUs this process may use (a run
-    under `taskset` or a CPU quota has fewer cores than the next one may)."""
+    """What the cached description holds for: this boot, the variables that change which
+    hardware a process sees (roofline.core.depends), the torch installed (another torch may
+    see other GPUs), and the CPUs this process may use (a run under `taskset` or a CPU quota
+    has fewer cores than the next one may)."""
+    from roofline.core.depends import hardware_variables
+
     try:
         boot_id = Path("/proc/sys/kernel/random/boot_id").read_text(encoding="utf-8").strip()
     except OSError:  # macOS, Windows
@@ -402,12 +404,11 @@ def boot() -> BootKey:
         boot_id = psutil.boot_time()
     return {
         "boot": boot_id,
-        "visible_devices": {name: os.environ.get(name) for name in GPU_VISIBILITY},
+        "variables": hardware_variables(),
         "torch": torch_version(),
         "cpus": sorted(usable_cpus() or []),
         "cpu_quota": [
-            *(quota.read_text(encoding="utf-8").strip() for quota in QUOTA_FILES if quota.exists()),
-            os.environ.get("LOKY_MAX_CPU_COUNT"),
+            quota.read_text(encoding="utf-8").strip() for quota in QUOTA_FILES if quota.exists()
         ],
         "description": DESCRIPTION_VERSION,
     }

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 
-from roofline.configuration.params import STAGE_PARAMS
+from roofline.core.depends import STAGE_SETTINGS
 from roofline.core.errors import ConfigError
 from roofline.core.paths import device_dir, fingerprint_path, results_path
 from roofline.machines.keys import fingerprint_values
@@ -86,7 +86,7 @@ def handback_problem(
             "(its log says which GPU it saw)"
         )
     measured_under = record.get("fingerprint") or {}
-    for stage in STAGE_PARAMS:  # each ran under the fingerprint the results were measured under
+    for stage in STAGE_SETTINGS:  # each ran under the fingerprint the results were measured under
         ran = lock["stages"].get(stage)
         params = ran.get("params", {}) if isinstance(ran, dict) else {}
         if params.get(str(fingerprint_path(name))) != fingerprint_values(measured_under, stage):

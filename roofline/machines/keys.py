@@ -1,10 +1,12 @@
-"""What a measurement was measured by, as a key per measuring stage: a hash of the code the
-stage runs and one of the params it reads. DVC re-runs a device's measuring stage when its key
-in the device's fingerprint changes, and the probe writes new keys only on a machine that has
-the device: elsewhere the fingerprint carries the keys its records were measured by, so a
-change of measuring code stales the devices this machine can measure and no other. The
-aggregate stage compares a record's keys with the current ones, and the report shows a device
-measured by older code or params as such."""
+"""A key per measuring stage of a device: what it was measured by, as hashes.
+
+The key hashes what roofline/core/depends.py declares: the lab's code the stage runs
+("code"), the settings it is measured under ("params") and, for the benchmark, each backend of
+your own ("own": one hash per backend). DVC re-runs a device's stage when its key in the
+device's fingerprint changes. The probe writes new keys only on a machine that has the device;
+elsewhere the fingerprint keeps the keys its records were measured by. So a change of code
+stales only the devices this machine can measure. The aggregate compares each record's keys
+with today's, and the report marks a device measured by older code or params."""
 
 from __future__ import annotations
 
@@ -14,17 +16,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roofline.configuration.params import MEASURING_KEYS, STAGE_PARAMS, Params
+from roofline.core.code import stats
+from roofline.core.depends import STAGE_SETTINGS, lab_files, own_backends, own_code, settings
 from roofline.core.files import keep_cache
-from roofline.machines.code import stats
 
 if TYPE_CHECKING:  # types only: the probe imports this module on every `dvc repro`
+    from roofline.configuration.params import Params
     from roofline.machines.record_types import Fingerprint, Record, StageKey
 
 UNRECORDED = "unrecorded"  # a record from before keys were recorded
-# The code keys as last computed, with the size and mtime of every file of ours they came from:
-# a probe runs on every `dvc repro`, and parsing the code each time would cost it more than
-# the rest of its work.
+# The lab's code keys as last computed, with the size and mtime of every lab file: parsing the
+# code on every probe would cost more than the rest of its work.
 CODE_CACHE = Path(".dvc/tmp/code-keys.json")
 
 
@@ -44,26 +46,13 @@ def fingerprint_values(fingerprint: Fingerprint, stage: str) -> dict[str, object
     }
 
 
-def stage_params(params: Params, name: str, stage: str) -> dict[str, object]:
-    """The params a device's measuring stage reads: its top-level ones and the device's keys
-    (dotted name -> its value as params.yaml holds it; only hashed)."""
-    dev = params["devices"][name]
-    return {key: params.get(key) for key in STAGE_PARAMS[stage]} | {
-        f"devices.{name}": {key: dev.get(key) for key in MEASURING_KEYS}
-    }
-
-
 def digest(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()[:16]
 
 
-def code_key(stage: str, root: Path = Path(".")) -> str:
-    """The hash of every file of ours that the stage runs, by path and content."""
-    from roofline.machines.code import code_deps  # parses the code: only where the cache is stale
-
-    files = code_deps(f"stages.{stage}", root)
-    # The same on every system: paths with "/", lines ending in "\n" (a Windows checkout's
-    # CRLF files are the same code).
+def files_digest(files: list[str], root: Path = Path(".")) -> str:
+    """The hash of files by path and content. The same on every system: paths with "/", lines
+    ending in "\n" (a Windows checkout's CRLF files are the same code)."""
     return digest(
         b"".join(
             Path(f).as_posix().encode() + b"\0" + (root / f).read_bytes().replace(b"\r\n", b"\n")
@@ -72,14 +61,16 @@ def code_key(stage: str, root: Path = Path(".")) -> str:
     )
 
 
-def code_keys(root: Path = Path(".")) -> dict[str, str]:
-    """Each measuring stage's code key, kept in CODE_CACHE while no file of ours changes."""
-    from roofline.machines.code import OUR_PACKAGES
+def code_key(stage: str, root: Path = Path(".")) -> str:
+    """The hash of the lab's files that the stage runs."""
+    from roofline.core.depends import lab_code  # parses the code: only where the cache is stale
 
-    files = sorted(
-        p.relative_to(root) for part in OUR_PACKAGES for p in (root / part).rglob("*.py")
-    )
-    signature = stats(files, root)
+    return files_digest(lab_code(stage, root), root)
+
+
+def code_keys(root: Path = Path(".")) -> dict[str, str]:
+    """Each measuring stage's code key, kept in CODE_CACHE while no lab file changes."""
+    signature = stats(lab_files(root), root)
     cache = root / CODE_CACHE
     try:
         kept = json.loads(cache.read_text(encoding="utf-8"))
@@ -87,19 +78,44 @@ def code_keys(root: Path = Path(".")) -> dict[str, str]:
             return kept["keys"]
     except (OSError, ValueError, KeyError, TypeError):
         pass  # none yet, or unreadable: computed afresh
-    keys = {stage: code_key(stage, root) for stage in STAGE_PARAMS}
+    keys = {stage: code_key(stage, root) for stage in STAGE_SETTINGS}
     keep_cache(cache, {"signature": signature, "keys": keys})
     return keys
 
 
+def own_keys(params: Params, name: str, stage: str, root: Path = Path(".")) -> dict[str, str]:
+    """Each backend of your own that the stage runs -> the hash of its files (of none for a
+    module installed as a package: its version is in the record)."""
+    return {
+        backend: files_digest(own_code(backend, root), root)
+        for backend in own_backends(params, name, stage)
+    }
+
+
+def schema_defaults() -> dict[str, object]:
+    """Each settings section of the schema, and a device's, at its defaults (depends.settings)."""
+    from roofline.configuration.measuring_config import Config, DeviceConfig  # omegaconf: slow
+
+    defaults = Config()
+    return {
+        "bench": defaults.bench,
+        "sweep": defaults.sweep,
+        "knobs": defaults.knobs,
+        "device": DeviceConfig(),
+    }
+
+
 def stage_key(params: Params, name: str, stage: str, root: Path = Path(".")) -> StageKey:
-    """{code, params}: what a measurement of this stage of the device, made now, depends on."""
-    text = json.dumps(stage_params(params, name, stage), sort_keys=True, default=str)
-    return {"code": code_keys(root)[stage], "params": digest(text.encode())}
+    """What a measurement of this stage of the device, made now, depends on, as hashes."""
+    text = json.dumps(settings(params, name, stage, schema_defaults()), sort_keys=True, default=str)
+    key: StageKey = {"code": code_keys(root)[stage], "params": digest(text.encode())}
+    if own := own_keys(params, name, stage, root):
+        key["own"] = own
+    return key
 
 
 def measuring_keys(params: Params, name: str, root: Path = Path(".")) -> dict[str, StageKey]:
-    return {stage: stage_key(params, name, stage, root) for stage in STAGE_PARAMS}
+    return {stage: stage_key(params, name, stage, root) for stage in STAGE_SETTINGS}
 
 
 def pending_keys(params: Params, name: str) -> dict[str, str]:
@@ -122,11 +138,28 @@ def recorded_key(record: Record | None, stage: str) -> StageKey | str:
 
 
 def older(record: Record, stage: str, current: StageKey) -> list[str]:
-    """What of the stage's current key differs from the record's: "code", "params", or both."""
+    """What of the stage's current key differs from the record's: "code" (the lab's, or a
+    kernel of yours), "params", or both."""
     was = recorded_key(record, stage)
     if not isinstance(was, dict):
         return ["code", "params"]
-    return [part for part in ("code", "params") if was.get(part) != current[part]]
+    code = was.get("code") != current["code"] or was.get("own", {}) != current.get("own", {})
+    return ["code"] * code + ["params"] * (was.get("params") != current["params"])
+
+
+def own_changed(was: StageKey | str, now: StageKey) -> list[str] | None:
+    """The backends of your own to measure again when only they changed since `was`: their
+    rows alone are re-measured. None where anything else changed (the lab's code, a
+    setting, the list of backends): then every point is."""
+    if not isinstance(was, dict) or (was.get("code"), was.get("params")) != (
+        now["code"],
+        now["params"],
+    ):
+        return None
+    before, after = was.get("own", {}), now.get("own", {})
+    if before.keys() != after.keys():
+        return None
+    return [backend for backend in after if before[backend] != after[backend]] or None
 
 
 def outdated(

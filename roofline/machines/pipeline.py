@@ -16,10 +16,11 @@ from typing import Required, TypedDict, Unpack
 
 import yaml
 
-from roofline.configuration.params import PROBE_KEYS, RENTED_KINDS, DeviceParams
+from roofline.configuration.params import RENTED_KINDS, DeviceParams
+from roofline.core.code import code_deps
 from roofline.core.deliverables import written_by
+from roofline.core.depends import PROBE_KEYS
 from roofline.core.paths import EXPERIMENT, RECORDS, device_dir, fingerprint_path, posix
-from roofline.machines.code import code_deps
 from roofline.machines.keys import fingerprint_params
 from stages.probe import KEYS_FILE
 

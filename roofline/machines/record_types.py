@@ -15,8 +15,9 @@ from roofline.device.perf_counters import PerfCounters
 class StageKey(TypedDict):
     """What a measuring stage's measurement depends on (roofline/machines/keys.py)."""
 
-    code: str  # the hash of the code the stage runs
-    params: str  # ...and of the params it reads
+    code: str  # the hash of the lab's code the stage runs
+    params: str  # ...and of the settings it is measured under
+    own: NotRequired[dict[str, str]]  # each backend of your own -> the hash of its files
 
 
 class Fingerprint(TypedDict):
@@ -42,6 +43,9 @@ class RunInfo(TypedDict):
     # Seconds each part of the run took (each point, the copy, a CPU's clock, FMA and caches):
     # where the time went, for whoever slows it next. Older records have none.
     spent: NotRequired[dict[str, float]]
+    # The run that measured only kernels of your own again (their files changed): its own run
+    # info, with the backends it measured.
+    remeasured: NotRequired[dict[str, Any]]
 
 
 class Record(TypedDict):

@@ -29,7 +29,7 @@ from typing import Any, NamedTuple, cast
 
 import yaml
 
-from roofline.configuration.params import STAGE_PARAMS
+from roofline.core.depends import STAGE_SETTINGS
 from roofline.core.errors import RecordError
 from roofline.core.files import read_json
 from roofline.core.measurement import SCHEMA_VERSION, check_version, empty
@@ -37,7 +37,7 @@ from roofline.core.paths import RECORDS, device_dir, fingerprint_path, results_p
 from roofline.device.description import Found, Identity
 from roofline.device.hardware import BOOT_CACHE, live_hardware
 from roofline.machines.identity import describe, describe_apart, locate, same_machine
-from roofline.machines.keys import fingerprint_values, recorded_key
+from roofline.machines.keys import fingerprint_values, own_changed, recorded_key
 from roofline.machines.record_types import (
     Fingerprint,
     LockedStage,
@@ -163,7 +163,7 @@ def never_measured(
 
 
 def lost_fingerprint(name: str) -> Fingerprint:
-    return never_measured(name, dict.fromkeys(STAGE_PARAMS, LOST), LOST)
+    return never_measured(name, dict.fromkeys(STAGE_SETTINGS, LOST), LOST)
 
 
 def points(dev: Any) -> list[tuple[str, list[int], str]]:
@@ -229,7 +229,7 @@ def on_record(
         "hardware": results["hardware"],
         "torch": results.get("run", {}).get("versions", {}).get("torch", ""),
     }
-    measures = {stage: recorded_key(records.get(stage), stage) for stage in STAGE_PARAMS}
+    measures = {stage: recorded_key(records.get(stage), stage) for stage in STAGE_SETTINGS}
     return fingerprint(name, was["hardware"], was["torch"], measures)
 
 
@@ -380,6 +380,26 @@ def decide(name: str, dev: Any, stage: str, output: Path) -> Decision:
         )
         return Decision("keep", found, here, recorded, why)
     return Decision("measure", found, here, recorded)
+
+
+def own_only(name: str, fingerprint: Fingerprint) -> tuple[Record, list[str]] | None:
+    """The device's results and the backends of your own to measure again, where only their
+    files changed since those results were measured on this hardware and torch (keys.own_changed);
+    None where every point is measured again."""
+    path = results_path(name)
+    if not path.exists() or differs_from_lock(name, "benchmark", path):
+        return None
+    previous = read_json(path)
+    was = previous.get("fingerprint") or {}
+    if previous.get("status") != "measured" or previous.get("schema") != SCHEMA_VERSION:
+        return None
+    if (was.get("hardware"), was.get("torch")) != (fingerprint["hardware"], fingerprint["torch"]):
+        return None
+    now = fingerprint["measures"]["benchmark"]
+    backends = (
+        own_changed(recorded_key(previous, "benchmark"), now) if isinstance(now, dict) else None
+    )
+    return (previous, backends) if backends else None
 
 
 def lost_records(name: str) -> dict[Path, Record]:

@@ -21,6 +21,7 @@ import torch
 
 from roofline.configuration.params import RENTED_KINDS
 from roofline.core import arithmetic as ar
+from roofline.core.dtypes import LAB_DTYPE
 from roofline.core.errors import ConfigError, HardwareError
 from roofline.core.measurement import (
     SCHEMA_VERSION,
@@ -56,6 +57,7 @@ from roofline.measuring.gpu_steps import describe_gpu_steps, measure_gpu_steps
 from roofline.measuring.measure import (
     Target,
     describe,
+    headline_point,
     measure_memory_ceiling,
     measure_point,
     measure_sustained,
@@ -249,12 +251,15 @@ def measure_points(
     log: Callable[[str], None] = say,
     spent: dict[str, float] | None = None,
     later: list[Callable[[], None]] | None = None,
+    only: list[str] | None = None,
 ) -> list[Measurement]:
     """Every (dtype, shape, backend) point of the device on `target`, then the headline point
     again in one long window (GPUs; a CPU only when asked); each one's seconds in `spent`.
-    `later`: the kernels to name once every window is timed (measure.measure_point)."""
+    `later`: the kernels to name once every window is timed (measure.measure_point). `only`:
+    the points of these backends alone, without the long window."""
     rows, spent = [], {} if spent is None else spent
-    with progress(points(dev), name) as bar:
+    chosen = [p for p in points(dev) if only is None or p[2] in only]
+    with progress(chosen, name) as bar:
         for dtype, shape, backend in bar:
             bar.set_postfix_str(f"{dtype} {shape} {backend}")
             with timing(spent, f"{dtype} {'x'.join(map(str, shape))} {backend}"):
@@ -264,11 +269,53 @@ def measure_points(
             rows.append(row)
             log(describe(rows[-1]))
     start = time.perf_counter()
+    if only is not None:
+        return rows
     if sustained := measure_sustained(name, rows, target, bench, found, log, later):
         spent["sustained"] = round(time.perf_counter() - start, 3)
         rows.append(sustained)
         log(f"[sustained] {describe(sustained)}")
     return rows
+
+
+def remeasure_own(
+    name: str,
+    dev: DictConfig,
+    bench: BenchSettings,
+    found: Found,
+    fingerprint: Fingerprint,
+    previous: Record,
+    backends: list[str],
+    log: Callable[[str], None] = say,
+) -> Record:
+    """The previous record with the rows of `backends` (kernels of your own whose files
+    changed, nothing else) measured afresh, under the new fingerprint. The CPU's breakdown is
+    measured again only where its headline now goes through another library, or one of these."""
+    begun, spent = started(), {}
+    target = target_for(dev.kind.name, found, log)
+    fresh = measure_points(name, dev, bench, target, found, log, spent, only=backends)
+    by_point = {point_key(asdict(row)): row for row in fresh}
+    rows = [by_point.pop(point_key(row), None) or row for row in previous["rows"]]
+    rows = [asdict(row) if isinstance(row, Measurement) else row for row in rows]
+    rows += [asdict(row) for row in by_point.values()]  # none, unless a point was missing
+    record = cast(Record, dict(previous))
+    record |= {"fingerprint": fingerprint, "rows": rows, "libraries": libraries(list(dev.backends))}
+    steps = previous.get("steps")
+    if steps is not None:
+        measured = [measurement_from_dict(row, name) for row in rows]
+        head = headline_point(measured, LAB_DTYPE["cpu"])
+        if head is not None and (head.backend in backends or head.backend != steps["backend"]):
+            with timing(spent, "breakdown"):
+                record["steps"] = measure_steps(target, cast(CpuInfo, found), measured, bench)
+            log(f"{name} breakdown: {describe_steps(record['steps'])}")
+    again = run_info(*begun, dev.kind.name) | {"spent": spent, "backends": backends}
+    record["run"] = previous["run"] | {"remeasured": again}
+    return record
+
+
+def point_key(row: dict[str, Any]) -> tuple:
+    """Which point a row is: its dtype, shape, backend, series and GPU."""
+    return (row["dtype"], row["m"], row["n"], row["k"], row["backend"], row["series"], row["gpu"])
 
 
 def node_gpus(kind: str, found: Found) -> list[GpuInfo]:

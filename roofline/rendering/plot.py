@@ -26,6 +26,32 @@ from roofline.interpretation.rows import knob_title
 
 INTENSITY_RANGE = (0.1, 1e4)  # FLOP/byte
 SERIES_MARKERS = {"lab": "*", "square": "o", "skinny": "v", "best-shape": "D", "sustained": "P"}
+# How a point shows the library it went through: torch filled, another library (numpy's BLAS)
+# hollow, a kernel of your own ("module:function") hatched, so that it never wears a library's
+# marker.
+BACKEND_LOOKS = {
+    "torch": {"filled": True, "hatch": None, "width": 1.0},
+    "library": {"filled": False, "hatch": None, "width": 2.0},
+    "own": {"filled": False, "hatch": "////", "width": 2.0},
+}
+
+
+def backend_look(backend: str) -> dict:
+    """How a point through `backend` is drawn (BACKEND_LOOKS)."""
+    return BACKEND_LOOKS["own" if ":" in backend else "torch" if backend == "torch" else "library"]
+
+
+def point_style(backend: str, color: object) -> dict:
+    """A scatter's keywords for a point through `backend`, in the device's (or dtype's) colour."""
+    look = backend_look(backend)
+    return {
+        "facecolors": color if look["filled"] else "none",
+        "edgecolors": "black" if look["filled"] else color,
+        "linewidths": look["width"],
+        "hatch": look["hatch"],
+    }
+
+
 # Colour-blind-safe: blue, orange, green, pink, ... (vermillion skipped: too close to orange).
 PALETTE_ORDER = [0, 1, 2, 4, 7, 8, 9, 5]
 AXES = {
@@ -289,22 +315,17 @@ def draw(rows: pd.DataFrame, manifest: Manifest | ManifestJson) -> Figure:
             s=170,
             zorder=5,
             marker=DTYPES[dtype].marker,
-            facecolors=colors[name] if backend == "torch" else "none",
-            edgecolors=colors[name] if backend != "torch" else "black",
-            linewidths=2.0 if backend != "torch" else 1.0,
+            **point_style(backend, colors[name]),
         )
+    several = lab.backend.nunique() > 1
     handles += [
-        Line2D(
+        ax.scatter(
             [],
             [],
-            ls="",
+            s=120,
             marker=DTYPES[d].marker,
-            ms=11,
-            mew=2.0 if b != "torch" else 1.0,
-            color="grey",
-            markerfacecolor="grey" if b == "torch" else "none",
-            markeredgecolor="black" if b == "torch" else "grey",
-            label=f"measured {d}" + (f" ({b})" if lab.backend.nunique() > 1 else ""),
+            label=f"measured {d}" + (f" ({b})" if several else ""),
+            **point_style(b, "grey"),
         )
         for d, b in dict.fromkeys(zip(lab.dtype, lab.backend, strict=True))
     ]
@@ -382,16 +403,15 @@ def draw_sweeps(rows: pd.DataFrame, manifest: Manifest | ManifestJson) -> Figure
             color = dtype_colors.get(dtype, "grey")
             ceiling = Roof(name, "measured", [dtype], ceilings[(name, dtype)].tflops, copy_bw)
             draw_roof(ax, ceiling, ":", color=color, lw=2)
-            for series, part in group.groupby("series", sort=False):
+            for (series, backend), part in group.groupby(["series", "backend"], sort=False):
                 ax.scatter(
                     part.arithmetic_intensity,
                     part.achieved_tflops,
-                    color=color,
                     s=60,
                     marker=SERIES_MARKERS.get(series, "o"),
-                    edgecolor="black",
                     zorder=5,
-                    label=f"{dtype} {series}",
+                    label=f"{dtype} {series}" + (f" ({backend})" if backend != "torch" else ""),
+                    **point_style(backend, color),
                 )
         ax.set(**AXES, title=f"{name}: measured ceilings ({copy_bw:.0f} GB/s copy)")
         plain_log_ticks(ax)

@@ -1,8 +1,11 @@
-"""Which of our files a module runs, read from import statements: what a stage's key hashes
-(roofline/machines/keys.py) and what the pipeline files list as a stage's code."""
+"""Which files a module runs, read from its import statements.
+
+A stage's key hashes them (roofline/machines/keys.py). The pipeline files list them as the
+stage's code."""
 
 import functools
 import itertools
+from collections.abc import Callable
 from pathlib import Path
 
 from roofline.core.paths import posix
@@ -22,12 +25,17 @@ def module_file(module: str, root: Path) -> Path | None:
 def imported_modules(path: Path) -> frozenset[str]:
     """Dotted names of our modules that a file imports, anywhere in it, or starts as a process
     of its own (`[sys.executable, "-m", "roofline.measuring.capped", ...]`)."""
-    return imports_in(path.read_text(encoding="utf-8"))
+    return frozenset(n for n in imports_in(path.read_text(encoding="utf-8")) if ours(n))
+
+
+def ours(name: str) -> bool:
+    return name.split(".")[0] in OUR_PACKAGES
 
 
 @functools.cache  # the measuring stages share most files: each is parsed once per process
 def imports_in(text: str) -> frozenset[str]:
-    import ast  # here: the probe imports this module for OUR_PACKAGES on every `dvc repro`
+    """Every dotted name a file's text imports, or starts with `-m`."""
+    import ast  # here: the probe imports this module on every `dvc repro`
 
     names = set()
     for node in ast.walk(ast.parse(text)):
@@ -38,14 +46,12 @@ def imports_in(text: str) -> frozenset[str]:
         elif isinstance(node, ast.List | ast.Tuple):
             words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
             names |= {module for flag, module in itertools.pairwise(words) if flag == "-m"}
-    return frozenset(
-        name for name in names if isinstance(name, str) and name.split(".")[0] in OUR_PACKAGES
-    )
+    return frozenset(name for name in names if isinstance(name, str))
 
 
-def code_deps(module: str, root: Path) -> list[str]:
-    """Every file of ours that `python -m module` runs: the module, what it imports, and so on,
-    with the packages' __init__ files."""
+def file_closure(module: str, root: Path, keep: Callable[[str], bool]) -> list[str]:
+    """Every repository file that `python -m module` runs, following the imports `keep`
+    accepts: the module, what it imports, and so on, with the packages' __init__ files."""
     seen: set[Path] = set()
     todo = [module]
     while todo:
@@ -56,8 +62,14 @@ def code_deps(module: str, root: Path) -> list[str]:
             path = module_file(dotted, root)
             if path is not None and path not in seen:
                 seen.add(path)
-                todo += sorted(imported_modules(root / path))
+                text = (root / path).read_text(encoding="utf-8")
+                todo += sorted(n for n in imports_in(text) if keep(n))
     return sorted(posix(path) for path in seen)
+
+
+def code_deps(module: str, root: Path) -> list[str]:
+    """Every file of ours that `python -m module` runs."""
+    return file_closure(module, root, ours)
 
 
 def stats(paths: list[Path], root: Path = Path(".")) -> list[list]:

@@ -1,0 +1,143 @@
+"""What a device's measurement depends on, declared once.
+
+A measurement depends on three things:
+
+- code: the lab's files a measuring stage runs, and the files of your own kernels (a
+  "module:function" backend that lives in this repository);
+- settings: the params that change what is measured, each left out while it holds its
+  schema default, so adding a setting stales no record;
+- hardware: what the probe finds, and the environment variables that change which hardware
+  or which code a process sees.
+
+Everything that decides whether a record is stale derives from here: the stage keys
+(roofline/machines/keys.py), the probe's fast path (stages/probe.py) and the hardware cache
+(roofline.device.hardware.boot). It is in `core` because every layer reads it."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from roofline.core.code import OUR_PACKAGES, file_closure, module_file
+
+# params.yaml as plain data (roofline.configuration.params.Params, a layer above this one).
+Params = Mapping[str, Any]
+
+# What a probe reads of a device: which hardware is the device.
+PROBE_KEYS = ("kind", "recognise")
+# What a device's measuring stages read of it.
+MEASURING_KEYS = (*PROBE_KEYS, "dtypes", "shapes", "backends")
+# The measuring stages, and the top-level settings each reads besides the device's keys.
+STAGE_SETTINGS = {
+    "benchmark": ("bench",),
+    "sweep": ("bench", "sweep"),
+    "knobs": ("bench", "knobs"),
+}
+# The variables that choose and renumber the GPUs torch sees: CUDA's, and ROCm's two (HIP's,
+# and the runtime's below it, which ROCm's torch honours too).
+GPU_VISIBILITY = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES")
+# Variables that change which hardware a process sees, or which code it runs: a description
+# that replaces the machine, a path that puts other modules first (the stand-ins, your own
+# backends), the GPUs torch may see, and the cores joblib counts.
+HARDWARE_VARIABLES = ("ROOFLINE_HARDWARE", "PYTHONPATH", *GPU_VISIBILITY, "LOKY_MAX_CPU_COUNT")
+
+
+def hardware_variables() -> dict[str, str | None]:
+    """Each hardware variable as this process sees it (None: unset)."""
+    return {name: os.environ.get(name) for name in HARDWARE_VARIABLES}
+
+
+def lab_files(root: Path = Path(".")) -> list[Path]:
+    """Every file of the lab's code. A stage runs a part of them (lab_code)."""
+    return sorted(p.relative_to(root) for part in OUR_PACKAGES for p in (root / part).rglob("*.py"))
+
+
+def lab_code(stage: str, root: Path = Path(".")) -> list[str]:
+    """The lab's files a measuring stage runs: its module and what that imports."""
+    return file_closure(f"stages.{stage}", root, lambda name: name.split(".")[0] in OUR_PACKAGES)
+
+
+def own_backends(params: Params, name: str, stage: str) -> list[str]:
+    """The backends of your own ("module:function") that a device's stage runs. The benchmark
+    runs every backend; the sweep too, when one is selected; the knobs run only the lab's."""
+    backends = [b for b in params["devices"][name].get("backends") or [] if ":" in b]
+    if stage == "benchmark" or (stage == "sweep" and params["sweep"].get("name") != "none"):
+        return backends
+    return []
+
+
+def own_code(backend: str, root: Path = Path(".")) -> list[str]:
+    """The repository files a backend of yours runs: its module and the modules of this
+    repository it imports (not the lab's: those are lab code). [] for a module installed as a
+    package: its version is in the record instead."""
+    module = backend.split(":")[0]
+    if module.split(".")[0] in OUR_PACKAGES or module_file(module, root) is None:
+        return []
+    return file_closure(
+        module,
+        root,
+        lambda name: name.split(".")[0] not in OUR_PACKAGES and module_file(name, root) is not None,
+    )
+
+
+def own_files(params: Params, root: Path = Path(".")) -> list[Path]:
+    """Every file of your own kernels that any device's stage runs: what the caches watch."""
+    files = {
+        f
+        for name in params["devices"]
+        for stage in STAGE_SETTINGS
+        for backend in own_backends(params, name, stage)
+        for f in own_code(backend, root)
+    }
+    return sorted(map(Path, files))
+
+
+def settings(
+    params: Params, name: str, stage: str, defaults: Mapping[str, object]
+) -> dict[str, Any]:
+    """The settings a device's stage is measured under: its top-level sections and the
+    device's measuring keys, each without the entries that hold their schema default.
+    `defaults`: each section's schema, and "device"'s, made with its defaults (the schema is
+    roofline.configuration.measuring_config's, a layer above this one)."""
+    dev = params["devices"][name]
+    out = {
+        section: beside_defaults(params.get(section) or {}, defaults[section])
+        for section in STAGE_SETTINGS[stage]
+    }
+    device = {key: dev.get(key) for key in MEASURING_KEYS}
+    return out | {f"devices.{name}": beside_defaults(device, defaults["device"])}
+
+
+def beside_defaults(values: Mapping[str, Any], default: object) -> dict[str, Any]:
+    """`values` without the entries equal to the same field of `default` (a dataclass), in
+    nested sections too: a setting at its default measures what its absence measured."""
+    out = {}
+    for key, value in values.items():
+        if not hasattr(default, key):
+            out[key] = value
+            continue
+        field = getattr(default, key)
+        if dataclasses.is_dataclass(field) and isinstance(value, Mapping):
+            value = beside_defaults(value, field)
+            if value:
+                out[key] = value
+        elif value != plain(field):
+            out[key] = value
+    return out
+
+
+def plain(value: Any) -> Any:
+    """A schema default as params.yaml holds it: enums by name, dataclasses as mappings."""
+    if isinstance(value, enum.Enum):
+        return value.name
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value

@@ -1,0 +1,163 @@
+"""What a measurement depends on is declared once (roofline/core/depends.py): a kernel of
+your own re-measured when it changes and alone, a setting added at its default staling no
+params, the hardware decided afresh when a variable that changes it does."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from roofline.core.measurement import measurement_from_dict
+from roofline.device import hardware
+from roofline.machines.keys import own_changed
+from roofline.measuring.measure import headline_point
+from tests.machines import DEVICES, LAPTOP, ROOT, clone, dvc, make_project, ran, results, run
+
+# A kernel of a learner's own: C one tile at a time, each tile through numpy's BLAS.
+TILED = """import numpy as np
+
+TILE = 16
+
+
+def tiled(a, b):
+    c = np.empty((a.shape[0], b.shape[1]), dtype=a.dtype)
+    for i in range(0, a.shape[0], TILE):
+        for j in range(0, b.shape[1], TILE):
+            c[i : i + TILE, j : j + TILE] = a[i : i + TILE] @ b[:, j : j + TILE]
+    return c
+"""
+OWN = "kernels.tiled:tiled"
+
+
+def by_backend(record: dict, backend: str) -> list[dict]:
+    return [row for row in record["rows"] if row["backend"] == backend]
+
+
+@pytest.mark.slow
+def test_editing_a_kernel_of_your_own_re_measures_its_rows_and_nothing_else(tmp_path):
+    origin = make_project(tmp_path, gpus=(), podhost=False)
+    lab = clone(origin, tmp_path / "lab", pull=False)
+    kernel = lab / "kernels/tiled.py"
+    kernel.parent.mkdir()
+    kernel.write_text(TILED)
+    run(lab, sys.executable, "-m", "roofline.compose", f"devices.cpu.backends=[torch,'{OWN}']")
+    dvc(lab, "repro", hardware=LAPTOP)
+    before = results(lab, "cpu")
+    assert by_backend(before, OWN) and by_backend(before, "torch")
+
+    kernel.write_text(TILED.replace("TILE = 16", "TILE = 8"))
+    out = dvc(lab, "repro", hardware=LAPTOP)
+    measuring = {s for s in ran(out) if s.split(":")[-1] in ("benchmark", "sweep", "knobs")}
+    assert measuring == {"cpu:benchmark"}, out
+    assert f"cpu: only {OWN} changed: measuring its rows again" in out
+    after = results(lab, "cpu")
+    assert by_backend(after, "torch") == by_backend(before, "torch")  # kept, sample for sample
+    fresh, old = by_backend(after, OWN), by_backend(before, OWN)
+    assert [r["status"] for r in fresh] == ["measured"] * len(old)
+    assert [r["samples_s"] for r in fresh] != [r["samples_s"] for r in old]
+    for part in ("clock", "fma", "fma_clock", "caches", "memory", "counters"):
+        assert after[part] == before[part], part
+    assert after["run"]["started_at"] == before["run"]["started_at"]
+    assert after["run"]["remeasured"]["backends"] == [OWN]
+    # The breakdown goes through the headline's library: measured again only where the headline
+    # is now the kernel of yours, or another library than before (which is faster at this tiny
+    # shape is the machine's to say).
+    rows = [measurement_from_dict(row, "cpu") for row in after["rows"]]
+    headline = headline_point(rows, "float32").backend
+    if headline == before["steps"]["backend"] != OWN:
+        assert after["steps"] == before["steps"]
+    else:
+        assert after["steps"]["backend"] == headline and after["steps"] != before["steps"]
+    # The record is the one dvc.lock now records: the next run measures nothing.
+    assert not {s for s in ran(dvc(lab, "repro", hardware=LAPTOP)) if "benchmark" in s}
+    assert (lab / DEVICES / "cpu/results.json").exists()
+
+
+def test_only_a_change_of_your_own_kernels_files_re_measures_them_alone():
+    was = {"code": "c", "params": "p", "own": {"k:f": "1", "k:g": "2"}}
+    assert own_changed(was, {**was, "own": {"k:f": "1", "k:g": "3"}}) == ["k:g"]
+    assert own_changed(was, was) is None  # nothing changed: nothing to measure
+    assert own_changed(was, {**was, "code": "d", "own": {"k:f": "9", "k:g": "2"}}) is None
+    assert own_changed(was, {**was, "params": "q", "own": {"k:f": "9", "k:g": "2"}}) is None
+    assert own_changed(was, {**was, "own": {"k:f": "9"}}) is None  # another list of backends
+    assert own_changed("unrecorded", was) is None
+
+
+def keys_of(root: Path) -> dict:
+    """Every device's stage keys, as the probe computes them in `root`."""
+    script = (
+        "import json; from roofline.configuration.params import read_params; "
+        "from roofline.machines.keys import measuring_keys; p = read_params(); "
+        "print(json.dumps({n: measuring_keys(p, n) for n in p['devices']}))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=root, capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_a_bench_setting_added_at_its_default_changes_no_devices_params(tmp_path):
+    for part in ("conf", "stages", "roofline", "hydra_plugins"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "params.yaml", tmp_path / "params.yaml")
+    (tmp_path / ".dvc/tmp").mkdir(parents=True)
+    before = keys_of(tmp_path)
+    timing = tmp_path / "roofline/device/timing.py"
+    text = timing.read_text()
+    anchor = "    sustained_cpu: bool = False"
+    assert anchor in text
+    timing.write_text(text.replace(anchor, "    cold_l2: bool = False\n" + anchor))
+    run(tmp_path, sys.executable, "-m", "roofline.compose")
+    assert "cold_l2: false" in (tmp_path / "params.yaml").read_text()  # composed, at default
+    after = keys_of(tmp_path)
+    for name, stages in before.items():
+        for stage, key in stages.items():
+            # Measured under the same settings; the code that reads them is new code, as any
+            # edit of the measuring code is (roofline/machines/keys.py).
+            assert after[name][stage]["params"] == key["params"], (name, stage)
+    turned = {(n, s) for n, stages in after.items() for s, k in stages.items() if k["params"]}
+    assert turned  # every stage has a params key to compare
+    # A setting away from its default does change what is measured.
+    run(tmp_path, sys.executable, "-m", "roofline.compose", "bench.cold_l2=true")
+    assert keys_of(tmp_path)["cpu"]["benchmark"]["params"] != before["cpu"]["benchmark"]["params"]
+
+
+def test_a_probe_under_another_pythonpath_decides_the_hardware_afresh(tmp_path, monkeypatch):
+    # The stand-ins and a user's own modules arrive through PYTHONPATH: a process under another
+    # one may see other GPUs, so the boot cache answers only for the variables it was made under.
+    monkeypatch.delenv(hardware.HARDWARE_ENV, raising=False)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setattr(hardware, "gpu_info", lambda: [])
+    cache = tmp_path / "hardware.json"
+    first = hardware.live_hardware(cache)
+    gpu = {
+        "index": 0,
+        "name": "NVIDIA H100 80GB HBM3",
+        "compute_capability": "9.0",
+        "sm_count": 132,
+        "memory_bytes": 80 << 30,
+        "l2_bytes": 50 << 20,
+    }
+    monkeypatch.setattr(hardware, "gpu_info", lambda: [gpu])
+    assert hardware.live_hardware(cache) == first  # the same variables: the cache answers
+    monkeypatch.setenv("PYTHONPATH", str(ROOT / "tests/fakes/cuda"))
+    assert hardware.live_hardware(cache)["gpus"] == [gpu]
+    monkeypatch.delenv("PYTHONPATH")
+    monkeypatch.setattr(hardware, "gpu_info", lambda: [])
+    assert hardware.live_hardware(cache) == first  # probed again, under the first variables
+
+
+def test_one_module_declares_what_a_measurement_depends_on_and_the_caches_import_it():
+    declared = ROOT / "roofline/core/depends.py"
+    for path in [*ROOT.glob("roofline/**/*.py"), *ROOT.glob("stages/*.py")]:
+        if path == declared:
+            continue
+        text = path.read_text()
+        for word in ('"PYTHONPATH"', "STAGE_SETTINGS = ", "MEASURING_KEYS = ", "rglob("):
+            assert word not in text, f"{path.relative_to(ROOT)} lists {word} again"
+    for cache in ("roofline/machines/keys.py", "stages/probe.py", "roofline/device/hardware.py"):
+        assert "roofline.core.depends import" in (ROOT / cache).read_text(), cache
