@@ -298,8 +298,7 @@ def timing_check(
             size,
             "float16",
             target.device,
-            seed=bench.seed,
-            check_rows=bench.check_rows,
+            bench,
             cache_bytes=target.cache_bytes,
         )
         turn = itertools.count()

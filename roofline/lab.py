@@ -6,6 +6,7 @@ from roofline.core import arithmetic as ar
 from roofline.core.dtypes import DTYPES
 from roofline.device import kinds
 from roofline.device.hardware import cpu_info
+from roofline.device.timing import BenchSettings
 from roofline.measuring.matmul import measure_matmul, torch_dtype
 
 # torch dtype -> the registry's name; tf32 is a math mode of float32, not a torch dtype.
@@ -42,10 +43,8 @@ def bench_matmul(
         K,
         name,
         kind,
-        seed=0,
-        warmup=warmup,
-        repeats=iters,
-        check_rows=16,
+        # A count of calls, as asked: no window by time.
+        BenchSettings(warmup=warmup, warmup_seconds=0.0, repeats=iters, min_seconds=0.0),
         cache_bytes=cache,
     )
     median = ar.summarize(point.samples)["median_s"]

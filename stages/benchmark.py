@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> None:
             bench, found, fingerprint = bench_settings(cfg), decision.found, decision.fingerprint
             if own := own_only(name, fingerprint):
                 previous, backends = own
-                print(f"{name}: only {', '.join(backends)} changed: measuring its rows again")
+                its = "its" if len(backends) == 1 else "their"
+                print(f"{name}: only {', '.join(backends)} changed: measuring {its} rows again")
                 record = remeasure_own(name, dev, bench, found, fingerprint, previous, backends)
             else:
                 record = measure_device(name, dev, bench, found, fingerprint)

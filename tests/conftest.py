@@ -105,6 +105,14 @@ def device(datasheet_for: str = "*", **fields):
     return OmegaConf.merge(OmegaConf.structured(LabDevice), fields)
 
 
+def counted(warmup: int = 0, repeats: int = 1, **window: float):
+    """Bench settings that time a count of calls: no window by time unless `window` asks."""
+    from roofline.device.timing import BenchSettings
+
+    timed = {"min_seconds": 0.0, "warmup_seconds": 0.0} | window
+    return BenchSettings(warmup=warmup, repeats=repeats, **timed)
+
+
 def measuring(dev):
     """The part of a device's conf its measuring stages read (what load_params gives them)."""
     from omegaconf import OmegaConf

@@ -22,6 +22,7 @@ from roofline.interpretation.noise import shared_window
 from roofline.interpretation.rows import row
 from roofline.machines.identity import describe, identity, same_machine
 from roofline.machines.records import probe_decision
+from tests.conftest import counted
 
 CPUS = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 needs_two = pytest.mark.skipif(
@@ -152,7 +153,9 @@ def test_a_timed_window_shared_with_a_competitor_is_flagged():
     a = np.ones((192, 192), np.float32)
     threads = len(CPUS) or 1
     with competitors(threads):
-        timed = sample(lambda _: a @ a, HostTimer(), 1, 3, min_seconds=0.4, threads=threads)
+        timed = sample(
+            lambda _: a @ a, HostTimer(), counted(1, 3, min_seconds=0.4), threads=threads
+        )
     point = measurement("cpu", "float32", [192] * 3, timed.samples, 0.0, timing="host clock")
     point.cpu_share, point.cpu_idle = timed.window.cpu_share, timed.window.idle
     point.other_runnable, point.steal = timed.window.other_runnable, timed.window.steal

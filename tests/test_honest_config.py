@@ -28,7 +28,7 @@ from roofline.interpretation import lab_config
 from roofline.interpretation.lab_config import LabConfig
 from roofline.measuring import knobs as kn
 from roofline.measuring.measure import Target, measure_point
-from tests.conftest import config, device
+from tests.conftest import config, counted, device
 from tests.machines import dvc, git, run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,14 +153,16 @@ class CountingTimer:
 def test_sample_never_times_more_than_the_cap_whatever_it_is_passed():
     # As the GPU suite calls it, without composition: a count far past the cap is cut and said.
     timer = CountingTimer(1e-3)
-    timed = sample(lambda i: None, timer, warmup=10**8, repeats=10**8)
+    timed = sample(lambda i: None, timer, counted(warmup=10**8, repeats=10**8))
     assert len(timed.samples) == MAX_CALLS
     assert timed.window.cut == "10,000 of the 100,000,000 calls asked: cut by the 10,000-call cap"
     assert len(warmed(timer, lambda i: None, 10**8, math.inf)) == MAX_CALLS
     # NaN and infinite seconds: no error, and never past the cap.
-    timed = sample(lambda i: None, timer, 1, 1, min_seconds=math.nan, warmup_seconds=math.nan)
+    timed = sample(
+        lambda i: None, timer, counted(1, 1, min_seconds=math.nan, warmup_seconds=math.nan)
+    )
     assert timed.samples == [1e-3] and timed.window.cut == ""
-    timed = sample(lambda i: None, timer, 1, 1, min_seconds=math.inf)
+    timed = sample(lambda i: None, timer, counted(1, 1, min_seconds=math.inf))
     assert len(timed.samples) == MAX_CALLS and "of the inf s asked: cut by" in timed.window.cut
     assert (calls_to_fill(math.nan, 1e-3), calls_to_fill(math.inf, 1e-3, 9_000)) == (0, 1_000)
     assert max(timer.asked) <= MAX_CALLS and timing.MAX_CALLS == MAX_CALLS

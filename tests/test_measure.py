@@ -12,7 +12,7 @@ from roofline.machines.records import pending_record
 from roofline.measuring import matmul
 from roofline.measuring.benchmark import check_fits, measure_device
 from roofline.measuring.matmul import WrongResult, measure_copy, measure_matmul, unsupported_reason
-from tests.conftest import FINGERPRINT, LAPTOP, config, device, measuring
+from tests.conftest import FINGERPRINT, LAPTOP, config, counted, device, measuring
 
 
 class CountingTimer:
@@ -45,10 +45,7 @@ def test_matmul_is_checked_then_timed(dtype):
         32,
         dtype,
         kinds.Kind(),
-        seed=1,
-        warmup=1,
-        repeats=3,
-        check_rows=8,
+        counted(1, 3, seed=1, check_rows=8),
         cache_bytes=1 << 16,
     )
     assert len(point.samples) == 3 and all(s > 0 for s in point.samples)
@@ -71,10 +68,7 @@ def test_a_wrong_kernel_is_refused_and_never_timed(monkeypatch):
             16,
             "float32",
             timed_by(timer),
-            seed=0,
-            warmup=1,
-            repeats=2,
-            check_rows=4,
+            counted(1, 2, check_rows=4),
             cache_bytes=None,
         )
     assert timer.calls == 0
@@ -107,7 +101,7 @@ def test_operand_sets_are_distinct_matrices_each_starting_aligned():
 
 
 def test_copy_is_timed():
-    samples = measure_copy(1 << 16, kinds.Kind(), seed=0, warmup=1, repeats=2)
+    samples = measure_copy(1 << 16, kinds.Kind(), counted(1, 2))
     assert len(samples) == 2
 
 

@@ -4,11 +4,13 @@ on the CPU, timed by MPS events, and measured through `dvc repro` on a played Ma
 
 import csv
 import inspect
+import re
 
 import pytest
 
 from roofline.device import kinds
 from roofline.measuring.matmul import measure_matmul
+from tests.conftest import counted
 from tests.machines import PLAYED_CACHES, STAND_IN, clone, dvc, make_project, results
 
 MAC = {
@@ -52,7 +54,7 @@ def mac(stand_in, monkeypatch):
 
 def point(dtype: str):
     return measure_matmul(
-        64, 64, 64, dtype, kinds.Mps(), seed=0, warmup=1, repeats=3, check_rows=8, cache_bytes=None
+        64, 64, 64, dtype, kinds.Mps(), counted(1, 3, check_rows=8), cache_bytes=None
     )
 
 
@@ -77,7 +79,14 @@ def test_an_mps_point_is_checked_on_the_cpu_and_timed_by_mps_events(mac, monkeyp
     mac()
     for dtype in ("float32", "float16"):
         measured = point(dtype)
-        assert measured.check_error < 1e-2 and measured.timing == "mps events, calls back to back"
+        # Each event's record commits a command buffer: a short call is timed several to a
+        # sample, so that a sample holds one commit, not one a call.
+        timing = re.fullmatch(
+            r"mps events, calls back to back, (\d+) calls a sample \(a command buffer commit a "
+            r"sample\)",
+            measured.timing,
+        )
+        assert measured.check_error < 1e-2 and timing and int(timing[1]) >= 2, measured.timing
         assert len(measured.samples) == 3 and all(s > 0 for s in measured.samples)
     # The check on the device, as it was before: MPS's own refusal, never a number.
     monkeypatch.setattr(kinds.Mps, "reference", None)
@@ -108,7 +117,10 @@ def test_a_played_mac_measures_its_gpu_and_its_cpu_through_dvc_repro(tmp_path):
         "float16": "measured",
         "float32": "measured",
     }, record["rows"]
-    assert all(r["timing"] == "mps events, calls back to back" for r in record["rows"])
+    assert all(
+        " calls a sample (a command buffer commit a sample)" in r["timing"] for r in record["rows"]
+    )
+    assert all(r["timing_mode"] == "events" for r in record["rows"])
     assert record["found"] == MAC["apple_gpus"][0]
     with (mac / "experiments/x4-roofline/results.csv").open(encoding="utf-8") as table:
         rows = list(csv.DictReader(table))

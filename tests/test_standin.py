@@ -20,6 +20,7 @@ from roofline.device.hardware import gpu_info
 from roofline.device.timing import BenchSettings
 from roofline.measuring.knobs import Settings, measure_knobs
 from roofline.measuring.measure import gpu_target, measure_point
+from tests.conftest import counted
 from tests.golden import HOPPER_GPM
 from tests.machines import (
     ROOT,
@@ -402,7 +403,7 @@ def test_a_call_under_the_graph_threshold_is_also_timed_from_a_graph_and_the_fas
     monkeypatch.setattr(matmul, "GRAPH_BELOW_S", 1e9)  # every call counts as short here
     cuda = kinds.Cuda(0, gpu_info()[0]["uuid"])
     point = matmul.measure_matmul(
-        64, 64, 64, "float32", cuda, seed=0, warmup=1, repeats=5, check_rows=8, cache_bytes=None
+        64, 64, 64, "float32", cuda, counted(1, 5, check_rows=8), cache_bytes=None
     )
     assert len(state.captured_on) == 1  # a graph was captured and replayed
     if point.timing.startswith("CUDA graph of "):
@@ -411,7 +412,7 @@ def test_a_call_under_the_graph_threshold_is_also_timed_from_a_graph_and_the_fas
         assert point.timing == "cuda events, calls back to back (a CUDA graph was not faster)"
     monkeypatch.setattr(matmul, "GRAPH_BELOW_S", 0.0)  # and no call counts as short
     point = matmul.measure_matmul(
-        64, 64, 64, "float32", cuda, seed=0, warmup=1, repeats=5, check_rows=8, cache_bytes=None
+        64, 64, 64, "float32", cuda, counted(1, 5, check_rows=8), cache_bytes=None
     )
     assert point.timing == "cuda events, calls back to back" and len(state.captured_on) == 1
 

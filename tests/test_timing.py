@@ -18,6 +18,7 @@ from roofline.device.timing import (
     read_host,
     sample,
 )
+from tests.conftest import counted
 
 
 class FakeDevice:
@@ -83,20 +84,24 @@ class CountingTimer:
 
 def test_warm_up_then_every_timed_call_is_kept():
     seen = []
-    samples = sample(seen.append, CountingTimer(), warmup=2, repeats=3).samples
+    samples = sample(seen.append, CountingTimer(), counted(warmup=2, repeats=3)).samples
     assert seen == [0, 1, 2, 3, 4]  # warm-up calls first, then the timed ones; indices rotate
     assert samples == [3.0, 4.0, 5.0]  # warm-up times are dropped
 
 
 def test_a_sustained_window_is_filled_from_the_fastest_warm_up_call():
     # Warm-ups take 1 s and 2 s; a 10 s window at 1 s per call needs 10 calls.
-    assert len(sample(lambda i: None, CountingTimer(), 2, 3, min_seconds=10.0).samples) == 10
-    assert len(sample(lambda i: None, CountingTimer(), 2, 30, min_seconds=10.0).samples) == 30
+    assert (
+        len(sample(lambda i: None, CountingTimer(), counted(2, 3, min_seconds=10.0)).samples) == 10
+    )
+    assert (
+        len(sample(lambda i: None, CountingTimer(), counted(2, 30, min_seconds=10.0)).samples) == 30
+    )
 
 
 def test_warm_up_goes_on_until_its_seconds_have_run():
     timer = CountingTimer()
-    sample(lambda i: None, timer, warmup=1, repeats=1, warmup_seconds=5.0)
+    sample(lambda i: None, timer, counted(warmup=1, repeats=1, warmup_seconds=5.0))
     # Calls of 1 s, then 4 more at the 1 s estimate (2 + 3 + 4 + 5 s): 15 s >= 5 s; then 1 timed.
     assert len(timer.calls) == 6
 
@@ -110,7 +115,7 @@ def test_the_telemetry_window_holds_the_timed_calls_only():
         yield "watch"
         seen_inside.extend(timer.calls[start:])
 
-    watch = sample(lambda i: None, timer, warmup=2, repeats=3, window=window).watch
+    watch = sample(lambda i: None, timer, counted(warmup=2, repeats=3), window=window).watch
     assert watch == "watch" and seen_inside == [2, 3, 4]
 
 
@@ -124,7 +129,7 @@ def test_each_kind_gets_its_timer(played):
 
 def test_a_window_by_time_is_honoured_without_a_warm_up():
     timer = CountingTimer()
-    samples = sample(lambda i: None, timer, warmup=0, repeats=2, min_seconds=10.0).samples
+    samples = sample(lambda i: None, timer, counted(warmup=0, repeats=2, min_seconds=10.0)).samples
     assert sum(samples) >= 10.0  # its one untimed call gave the pace; the window is filled
 
 
@@ -145,19 +150,19 @@ class FixedTimer:
 @pytest.mark.parametrize("warmup", [0, 1, 3])
 def test_warm_up_seconds_are_honoured_whatever_the_warm_up_count(warmup):
     timer = FixedTimer(0.01, 0.01)
-    sample(lambda i: None, timer, warmup=warmup, repeats=1, warmup_seconds=0.5)
+    sample(lambda i: None, timer, counted(warmup=warmup, repeats=1, warmup_seconds=0.5))
     assert timer.calls >= 50 + 1  # 0.5 s of 10 ms warm-up calls, then the timed one
 
 
 def test_a_window_estimated_from_a_cold_first_call_is_filled_at_its_own_pace():
     # warmup=1: the one warm-up call is cold (1 s), the rest take 1 ms. The count from the
     # warm-up asks for 1 call; the window tops itself up to the 0.5 s asked.
-    timed = sample(lambda i: None, FixedTimer(1.0, 0.001), 1, 1, min_seconds=0.5)
+    timed = sample(lambda i: None, FixedTimer(1.0, 0.001), counted(1, 1, min_seconds=0.5))
     assert sum(timed.samples) >= 0.5 and timed.window.cut == ""
 
 
 def test_a_window_cut_by_the_call_cap_is_recorded_and_said():
-    timed = sample(lambda i: None, FixedTimer(4e-6, 4e-6), 1, 1, min_seconds=0.5)
+    timed = sample(lambda i: None, FixedTimer(4e-6, 4e-6), counted(1, 1, min_seconds=0.5))
     assert len(timed.samples) == MAX_CALLS
     assert timed.window.cut == "0.04 s of the 0.5 s asked: cut by the 10,000-call cap"
 
@@ -198,7 +203,6 @@ def test_the_sustained_window_is_a_gpus_by_default_and_a_cpus_only_when_asked():
     assert shorter.sustained_for("cuda") == 5.0 and shorter.sustained_for("cpu") == 0.0
     assert BenchSettings(sustained_seconds=5.0, sustained_cpu=True).sustained_for("cpu") == 5.0
     assert BenchSettings(sustained_seconds=0.0, sustained_cpu=True).sustained_for("cpu") == 0.0
-    assert "sustained_seconds" not in default.sample_options()  # the benchmark's, not the timer's
 
 
 def test_a_long_window_of_short_calls_keeps_each_samples_mean_call():
@@ -209,10 +213,7 @@ def test_a_long_window_of_short_calls_keeps_each_samples_mean_call():
     kind.timer = lambda: timer
     point = measure_matmul(
         *(16, 16, 16, "float32", kind),
-        seed=0,
-        warmup=1,
-        repeats=3,
-        check_rows=4,
+        counted(1, 3, check_rows=4),
         cache_bytes=None,
         calls_per_sample=4,
     )

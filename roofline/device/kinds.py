@@ -54,6 +54,9 @@ class Kind:
     # kernel on every call, and an 8192^3 call is seconds. A GPU's first call may autotune
     # (TunableOp, cuBLASLt's heuristics), so its kernel is learnt after the window.
     kernel_at_check = True
+    # A sample holds at least this many seconds of calls (0: one call a sample), where each
+    # timed sample costs the device a pause of its own (Mps).
+    sample_at_least_s = 0.0
 
     def tensors(self) -> str:
         """The torch device its tensors live on."""
@@ -97,6 +100,10 @@ class Mps(Kind):
     # MPS has no float64 ("Cannot convert a MPS Tensor to float64 dtype", pytorch#122602): the
     # check's rows are copied to the CPU, and checked there.
     reference = "cpu"
+    # torch.mps.Event.record commits the command buffer (MPSEvent.mm, recordLocked with
+    # syncEvent), and an event's time is when the host hears of it: a sample per call would hold
+    # a commit and the host's encoding of the next call. Several calls a sample hold one.
+    sample_at_least_s = 0.005
 
     def __init__(self) -> None:
         import torch

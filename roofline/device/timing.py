@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple, Protocol, TypedDict
+from typing import Any, NamedTuple, Protocol
 
 Work = Callable[[int], object]  # one call; its argument is the call's index (operand rotation)
 
@@ -65,15 +65,6 @@ class EventTimer:
 MAX_CALLS = 10_000
 
 
-class SampleOptions(TypedDict):
-    """The keywords `sample` takes from a BenchSettings (BenchSettings.sample_options)."""
-
-    warmup: int
-    repeats: int
-    min_seconds: float
-    warmup_seconds: float
-
-
 @dataclass
 class BenchSettings:
     """How every point is measured: the pipeline's `bench` (its Hydra schema,
@@ -108,16 +99,6 @@ class BenchSettings:
         """The seconds of the sustained window on a device of this kind (cpu, cuda, mps): 0
         for none."""
         return self.sustained_seconds if kind != "cpu" or self.sustained_cpu else 0.0
-
-    def sample_options(self) -> SampleOptions:
-        """The keywords `sample` takes from these settings (roofline.measuring.matmul passes them
-        on), so a setting the timer reads reaches it without each caller naming it."""
-        return {
-            "warmup": self.warmup,
-            "repeats": self.repeats,
-            "min_seconds": self.min_seconds,
-            "warmup_seconds": self.warmup_seconds,
-        }
 
 
 @dataclass
@@ -246,18 +227,17 @@ def calls_to_fill(seconds: float, fastest: float, made: int = 0) -> int:
 def sample(
     work: Work,
     timer: Timer,
-    warmup: int,
-    repeats: int,
-    min_seconds: float = 0.0,
-    warmup_seconds: float = 0.0,
+    bench: BenchSettings,
     window: Callable[[], contextlib.AbstractContextManager] | None = None,
     threads: int | None = None,
 ) -> Timed:
-    """Warm up, then time at least `repeats` calls and enough to fill `min_seconds` (a
-    sustained window in which clocks and power settle), inside `window()` (telemetry of the
-    timed calls only). Every sample is kept. `threads`: the host threads the calls run on
-    (a CPU device's), for the share of the host the window had; None for a GPU, whose events
-    time the device whatever the host does."""
+    """Warm up, then time at least `bench.repeats` calls and enough to fill
+    `bench.min_seconds` (a sustained window in which clocks and power settle), inside
+    `window()` (telemetry of the timed calls only). Every sample is kept. `threads`: the host
+    threads the calls run on (a CPU device's), for the share of the host the window had; None
+    for a GPU, whose events time the device whatever the host does."""
+    warmup, repeats = bench.warmup, bench.repeats
+    min_seconds, warmup_seconds = bench.min_seconds, bench.warmup_seconds
     by_time = min_seconds > 0 or warmup_seconds > 0
     # A window by time needs one call's time, however few warm-up calls were asked for.
     warm = warmed(timer, work, max(warmup, 1) if by_time else warmup, warmup_seconds)

@@ -25,8 +25,7 @@ def main(argv: list[str]) -> None:
             *shape,
             "bfloat16",
             "cpu",
-            seed=window.seed,
-            check_rows=window.check_rows,
+            window,
             cache_bytes=None,
         )
     except WrongResult as err:
@@ -34,7 +33,7 @@ def main(argv: list[str]) -> None:
     else:
         out["check_error"] = prepared.check_error
         if window.min_seconds > 0:
-            out["samples"] = sample(prepared.call, HostTimer(), **window.sample_options()).samples
+            out["samples"] = sample(prepared.call, HostTimer(), window).samples
     print(json.dumps(out))
 
 

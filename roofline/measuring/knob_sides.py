@@ -75,7 +75,7 @@ def in_process(
     def measure(seconds: float, first: bool) -> list[float]:
         window = round_window(s.bench, seconds, first)
         with around():
-            timed = sample(prepared.call, timer, window=monitor, **window.sample_options())
+            timed = sample(prepared.call, timer, window, window=monitor)
         if timed.watch is not None:
             side.windows.append(timed.watch)
         return [t / per_call for t in timed.samples]
@@ -91,8 +91,7 @@ def matmul(
         *shape,
         dtype,
         target.device,
-        seed=settings.bench.seed,
-        check_rows=settings.bench.check_rows,
+        settings.bench,
         cache_bytes=target.cache_bytes,
         reference=target.kind.reference,
         **options,

@@ -14,7 +14,7 @@ from roofline.core.arithmetic import buffer_sets, matmul_bytes, summarize
 from roofline.core.dtypes import DTYPES
 from roofline.device import backends
 from roofline.device.kinds import Kind
-from roofline.device.timing import TimedWindow, sample
+from roofline.device.timing import BenchSettings, TimedWindow, sample
 
 # Operand sets to rotate through at most (tiny shapes against a large cache).
 MAX_SETS = 4096
@@ -201,9 +201,8 @@ def prepare_matmul(
     k: int,
     dtype: str,
     device: str,
+    bench: BenchSettings,
     *,
-    seed: int,
-    check_rows: int,
     cache_bytes: int | None,
     backend: str | Callable = "torch",
     fast_accum: bool = False,
@@ -218,6 +217,7 @@ def prepare_matmul(
     returning a kernel whose output is wrong. `learn`: runs the checked call and names the
     kernel it ran (Kind.kernel), so no call is spent on that alone. `constant`: every input
     element 1 (the data's power knob's variant; never the lab's headline)."""
+    seed, check_rows = bench.seed, bench.check_rows
     gen = torch.Generator(device=device).manual_seed(seed)
     if sets is None:
         sets = min(MAX_SETS, buffer_sets(matmul_bytes(m, n, k, dtype), cache_bytes or 0))
@@ -259,14 +259,9 @@ def measure_matmul(
     k: int,
     dtype: str,
     kind: Kind,
+    bench: BenchSettings,
     *,
-    seed: int,
-    warmup: int,
-    repeats: int,
-    check_rows: int,
     cache_bytes: int | None,
-    min_seconds: float = 0.0,
-    warmup_seconds: float = 0.0,
     monitor: Callable[[], Any] | None = None,
     backend: str = "torch",
     threads: int | None = None,
@@ -283,23 +278,14 @@ def measure_matmul(
         k,
         dtype,
         kind.tensors(),
-        seed=seed,
-        check_rows=check_rows,
+        bench,
         cache_bytes=cache_bytes,
         backend=backend,
         reference=kind.reference,
         learn=(lambda call: kind.kernel(call, backend)) if kind.kernel_at_check else None,
     )
     timer = kind.timer()
-    timing = dict(
-        timer=timer,
-        warmup=warmup,
-        repeats=repeats,
-        min_seconds=min_seconds,
-        warmup_seconds=warmup_seconds,
-        window=monitor,
-        threads=threads,
-    )
+    timing = dict(timer=timer, bench=bench, window=monitor, threads=threads)
     with float32_math(dtype):
         if calls_per_sample > 1:
             samples, window, timed = sample(batched(ready.call, calls_per_sample), **timing)
@@ -310,7 +296,13 @@ def measure_matmul(
             )
         samples, window, timed = sample(ready.call, **timing)
         how = timer.name
-        if kind.graphs and summarize(samples)["median_s"] < GRAPH_BELOW_S:
+        median = summarize(samples)["median_s"] if samples else 0.0
+        if 0 < median < kind.sample_at_least_s:  # one boundary for several calls
+            count = math.ceil(kind.sample_at_least_s / median)
+            batch, window, timed = sample(batched(ready.call, count), **timing)
+            samples = [t / count for t in batch]
+            how = f"{timer.name}, {count} calls a sample (a command buffer commit a sample)"
+        elif kind.graphs and median < GRAPH_BELOW_S:
             replays, graph_window, graph_timed = sample(
                 kind.graph(ready.call, ready.sets), **timing
             )
@@ -338,20 +330,11 @@ def batched(call: Callable[[int], object], count: int) -> Callable[[int], object
     return work
 
 
-def measure_copy(
-    nbytes: int,
-    kind: Kind,
-    *,
-    seed: int,
-    warmup: int,
-    repeats: int,
-    min_seconds: float = 0.0,
-    warmup_seconds: float = 0.0,
-) -> list[float]:
+def measure_copy(nbytes: int, kind: Kind, bench: BenchSettings) -> list[float]:
     """Time dst.copy_(src) for a buffer of `nbytes`; it reads and writes nbytes each."""
     device = kind.tensors()
-    gen = torch.Generator(device=device).manual_seed(seed)
+    gen = torch.Generator(device=device).manual_seed(bench.seed)
     src = torch.randn(nbytes // 4, device=device, generator=gen)
     dst = torch.empty_like(src)
     work = lambda i: dst.copy_(src)  # noqa: E731
-    return sample(work, kind.timer(), warmup, repeats, min_seconds, warmup_seconds).samples
+    return sample(work, kind.timer(), bench).samples

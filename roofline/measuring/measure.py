@@ -136,14 +136,12 @@ def measure_point(
             *shape,
             dtype,
             target.kind,
-            seed=bench.seed,
-            check_rows=bench.check_rows,
+            bench,
             cache_bytes=target.cache_bytes,
             monitor=target.monitor,
             backend=backend,
             threads=target.threads,
             calls_per_sample=calls_per_sample,
-            **bench.sample_options(),
         )
     except WrongResult as err:
         return empty(name, dtype, shape, "failed", f"wrong result, not timed: {err}", backend)
@@ -192,8 +190,7 @@ def named_later(
             row.k,
             row.dtype,
             target.device,
-            seed=bench.seed,
-            check_rows=bench.check_rows,
+            bench,
             cache_bytes=target.cache_bytes,
             backend=backend,
             sets=1,
@@ -339,12 +336,7 @@ def describe(point: Measurement) -> str:
 def measure_memory_ceiling(target: Target, bench: BenchSettings, nbytes: int) -> CopyCeiling:
     """A copy of `nbytes` on the device, bytes read and written both counted: its measured
     memory-bandwidth ceiling, with every sample."""
-    samples = measure_copy(
-        nbytes,
-        target.kind,
-        seed=bench.seed,
-        **bench.sample_options(),
-    )
+    samples = measure_copy(nbytes, target.kind, bench)
     stats = ar.summarize(samples)
     return {
         "bytes_moved": 2 * nbytes,

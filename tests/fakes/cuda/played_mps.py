@@ -9,7 +9,9 @@ tensors on the CPU. It is meant to be as strict as a Mac, never friendlier:
   and bfloat16 before macOS 14 (MPS's bfloat16 came with macOS 14, PR 119641);
 - events are torch.mps.Event's own, over played hooks that keep MPSEvent.mm's checks: timing
   only between two events both made with enable_timing=True and both recorded, the end after
-  the start (each records the host clock: the played device's work is synchronous);
+  the start (each records the host clock: the played device's work is synchronous); each
+  record commits the command buffer, as MPSEvent.mm's recordLocked does, and its time is taken
+  once the commit is done (COMMIT_S: a window of one call holds one commit);
 - one stream, the default: torch.mps.Event.record refuses any other, as torch's does;
 - torch's build says what a Mac's does: BLAS_INFO=accelerate, no MKL;
 - the device is the process's once it makes a roofline.device.kinds.Mps: from then on every
@@ -35,6 +37,10 @@ FLOAT64 = (
 FLOAT8 = "Trying to convert {} to the MPS backend but it does not have support for that dtype."
 BFLOAT16 = "MPS BFloat16 is only supported on MacOS 14 or newer"
 NOT_TIMED = "Events were not created with argument 'enable_timing=True'"
+# What one record's commit costs the played device: the GPU waits for the host to commit the
+# buffer and encode the next (a real Mac's is tens of microseconds and up; larger here, so that
+# a window of one call shows it).
+COMMIT_S = 0.001
 
 
 class State:
@@ -42,6 +48,7 @@ class State:
         self.macos = tuple(int(x) for x in macos.split("."))
         self.on_device: dict[int, weakref.ref] = {}  # by id: a tensor's == is elementwise
         self.events: dict[int, dict] = {}
+        self.commits = 0  # command buffers committed by recording an event
         self.ids = itertools.count(1)
         self.mode = None
 
@@ -128,7 +135,10 @@ def _acquire(enable_timing: bool) -> int:
 
 
 def _record(event_id: int) -> None:
-    _event(event_id)["at"] = time.perf_counter_ns()
+    event = _event(event_id)
+    state.commits += 1
+    time.sleep(COMMIT_S)
+    event["at"] = time.perf_counter_ns()
 
 
 def _elapsed(start_id: int, end_id: int) -> float:
