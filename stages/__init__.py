@@ -4,7 +4,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from roofline.core import errors, spent
+from roofline.core import errors
+
+if sys.argv[:1] == ["-m"]:  # `python -m stages.<name>` (DVC's command), not a test's import
+    errors.on_interrupt()  # before the stage imports the rest: Ctrl-C there says one line
+
+from roofline.core import spent  # noqa: E402
 
 KEPT = "nothing was written: the previous results are as they were"
 RENDERED = "nothing was written: the previous deliverables are as they were"

@@ -19,11 +19,17 @@ def main(argv: list[str] | None = None) -> None:
 
 def measure(name: str, cfg: Any, dev: Any, decision: Any) -> Record:
     from roofline.core.progress import say
-    from roofline.measuring.benchmark import check_disk, run_info, started  # torch: only to measure
+    from roofline.measuring.benchmark import (  # torch: only to measure
+        check_disk,
+        check_knobs_fit,
+        run_info,
+        started,
+    )
     from roofline.measuring.knobs import Settings, measure_knobs
     from roofline.measuring.measure import target_for
 
     check_disk(knobs_path(name), 12)
+    check_knobs_fit(cfg.knobs, dev.kind.name, decision.found["memory_bytes"])
     begun, target = started(), target_for(dev.kind.name, decision.found, say)
     window = replace(bench_settings(cfg), min_seconds=cfg.knobs.min_seconds)  # the knobs' own
     settings = Settings(window, cfg.knobs.rounds, decision.found.get("logical_cores", 1))

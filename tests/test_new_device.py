@@ -4,12 +4,14 @@ pipeline files, and the tests that ask for every device, and the golden pages, p
 nothing else edited by hand."""
 
 import os
+import shutil
+import subprocess
 import sys
 
 import pytest
 import yaml
 
-from tests.machines import DEVICES, add_device, changed_files, compose, copy_lab, run
+from tests.machines import DEVICES, ROOT, add_device, changed_files, compose, copy_lab, run
 
 pytestmark = pytest.mark.slow  # a copy of the lab, composed, and its own pytest (~20 s)
 
@@ -92,3 +94,23 @@ def test_a_new_device_a_price_and_a_sku_line_need_no_test_or_golden_edit(tmp_pat
     assert "test_task_file_validates_with_skypilots_loader[b200]" in out, out
     # Nothing rewritten by the tests: the golden pages stay as they were.
     assert changed_files(lab) == by_hand | {"conf/device/h200.yaml"} | generated
+
+
+def test_a_device_file_without_a_kind_is_named_with_what_is_allowed(tmp_path):
+    # OmegaConf's MissingMandatoryValue, as it was, named neither the file nor the kinds.
+    for part in ("conf", "roofline", "stages", "hydra_plugins"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("__pycache__"))
+    add_device(
+        tmp_path, "gh200", {"recognise": {"gpu_name": "^NVIDIA GH200"}, "dtypes": ["float16"]}
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "roofline.compose", "--check"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout + done.stderr) == (
+        1,
+        "error: invalid config:\n  devices.gh200.kind is not set (conf/device/gh200.yaml has no "
+        "`kind:`); allowed: cpu, cuda, rocm, mps\n",
+    )

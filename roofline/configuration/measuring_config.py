@@ -4,6 +4,7 @@
 into `params.yaml`; stages read `params.yaml` through `load_params`, so both paths go through
 this one schema."""
 
+import math
 import re
 import subprocess
 from collections.abc import Callable, Iterator
@@ -115,6 +116,9 @@ BOUNDS: dict[str, Bound] = {
     "knobs.rounds": Bound(0, 100, "each round is a warm-up and a window per side"),
     "knobs.min_seconds": SECONDS,
 }
+# The largest textbook loop the knobs run, as the side of a cube: a call at 512^3 takes about
+# a quarter of a second at the loop's GFLOP/s, and Ctrl-C cannot stop a call (it is one C call).
+NAIVE_MAX = 512
 # Every list whose entries must differ: a repeat would be measured, or drawn, twice under one
 # key. The lab's lists (lab_devices, sky_accelerators, published) exist in its view only.
 LISTS = (
@@ -224,6 +228,13 @@ def check(cfg: DictConfig, conf: Path | None = None) -> list[str]:
                 errors.append(
                     f"knobs.{kind_}.{key}={list(shape)}; allowed: [M, N, K] of positive integers"
                 )
+    naive = knobs.cpu.get("naive_shape")
+    if naive is not None and a_shape(naive) and math.prod(naive) > NAIVE_MAX**3:
+        errors.append(
+            f"knobs.cpu.naive_shape={list(naive)}; allowed: M x N x K at most {NAIVE_MAX}^3 "
+            f"({NAIVE_MAX**3:,}): the textbook loop runs about a GFLOP/s, and one call of it "
+            "cannot be interrupted"
+        )
     for name, dev in cfg.devices.items():
         where = f"devices.{name}"
         if not DEVICE_NAME.fullmatch(name):
@@ -306,8 +317,15 @@ def parse_params(
 
 
 def validate(cfg: DictConfig, conf: Path | None = None, checks: tuple[Checks, ...] = ()) -> None:
-    """Raise ConfigError listing every wrong value that `check` and `checks` find."""
-    errors = [error for rule in (check, *checks) for error in rule(cfg, conf)]
+    """Raise ConfigError listing every wrong value that `check` and `checks` find (a device
+    without a kind first: every check reads it)."""
+    unset = [
+        f"devices.{name}.kind is not set (conf/device/{name}.yaml has no `kind:`); allowed: "
+        f"{', '.join(KINDS)}"
+        for name in cfg.devices
+        if OmegaConf.is_missing(cfg.devices[name], "kind")
+    ]
+    errors = unset or [error for rule in (check, *checks) for error in rule(cfg, conf)]
     if errors:
         raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
 

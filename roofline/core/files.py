@@ -6,11 +6,13 @@ import errno
 import json
 import os
 import secrets
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from roofline.core.errors import SchemaError, WriteError
+from roofline.core.errors import Interrupted, SchemaError, WriteError
 
 
 def read_json(path: Path) -> Any:
@@ -32,12 +34,33 @@ def atomic_paths(*paths: Path) -> Iterator[list[Path]]:
         for path in paths:
             temps.append(new_file_beside(path))
         yield temps
-        for tmp, path in zip(temps, paths, strict=True):
-            os.replace(tmp, path)
+        with signals_held() as came:  # renamed as a set: an interrupt waits for the last
+            for tmp, path in zip(temps, paths, strict=True):
+                os.replace(tmp, path)
     except BaseException:
         for tmp in temps:
             tmp.unlink(missing_ok=True)
         raise
+    if came:
+        names = ", ".join(path.name for path in paths)
+        raise Interrupted(f"once every file was written ({names}: the new ones)", written=True)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[list[int]]:
+    """SIGINT and SIGTERM held while the block runs (a few renames), and listed: the caller
+    says they came once it is done. Only the main thread can hold them; elsewhere none is."""
+    came: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield came
+        return
+    held = (signal.SIGINT, signal.SIGTERM)
+    before = {sig: signal.signal(sig, lambda signum, _: came.append(signum)) for sig in held}
+    try:
+        yield came
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
 
 
 # Refusals to create a file that its folder's permissions, or a read-only file system, make.

@@ -86,25 +86,50 @@ def check_fits(
 ) -> None:
     """Refuse, before measuring anything, a shape whose operands (and the float64 copy of B
     the correctness check makes), or a copy buffer (source and destination), that cannot fit
-    in 80% of this device's memory, or (a CPU's, shared with the machine's other work) in what
-    is available now."""
-    room = 0.8 * memory_bytes
-    allowed = f"allowed: at most 80% of this device's {amount(memory_bytes)}"
-    if available_bytes is not None and available_bytes < room:
-        room = available_bytes
-        allowed += f", and the {amount(available_bytes)} available now (free some memory)"
-    for dtype, (m, n, k), _ in points(dev):
-        need = ar.matmul_bytes(m, n, k, dtype) + k * n * 8
-        if need > room:
-            raise ConfigError(
-                f"devices.{name}.shapes has {[m, n, k]}: {dtype} needs {amount(need)} with "
-                f"its check; {allowed}"
-            )
+    in this device's memory (memory_room)."""
+    room, allowed = memory_room(memory_bytes, available_bytes)
+    shapes = [
+        (f"devices.{name}.shapes has {shape}", shape, dtype) for dtype, shape, _ in points(dev)
+    ]
+    check_shapes(shapes, room, allowed)
     if 2 * copy_bytes > room:
         raise ConfigError(
             f"bench.copy_mib={copy_bytes >> 20}: its two buffers need "
             f"{amount(2 * copy_bytes)}; {allowed}"
         )
+
+
+def memory_room(memory_bytes: int, available_bytes: int | None) -> tuple[float, str]:
+    """(bytes a measurement may use, what the refusal says is allowed): 80% of the device's
+    memory, and for a CPU's (shared with the machine's other work) what is available now."""
+    room = 0.8 * memory_bytes
+    allowed = f"allowed: at most 80% of this device's {amount(memory_bytes)}"
+    if available_bytes is not None and available_bytes < room:
+        room = available_bytes
+        allowed += f", and the {amount(available_bytes)} available now (free some memory)"
+    return room, allowed
+
+
+def check_shapes(shapes: list[tuple[str, list[int], str]], room: float, allowed: str) -> None:
+    """Refuse the first (what, shape, dtype) whose operands and check do not fit in `room`."""
+    for what, (m, n, k), dtype in shapes:
+        need = ar.matmul_bytes(m, n, k, dtype) + k * n * 8
+        if need > room:
+            raise ConfigError(f"{what}: {dtype} needs {amount(need)} with its check; {allowed}")
+
+
+def check_knobs_fit(config: DictConfig, kind: str, memory_bytes: int) -> None:
+    """Refuse, before any knob runs, a knob shape that cannot fit in this device's memory
+    (each side is float32 at most: 4 bytes an element)."""
+    if kind != "cpu" and kind not in RENTED_KINDS:  # no knobs (an Apple GPU)
+        return
+    table = "cpu" if kind == "cpu" else "cuda"
+    available = psutil.virtual_memory().available if kind == "cpu" else None
+    shapes = [
+        (f"knobs.{table}.{key}={list(shape)}", list(shape), "float32")
+        for key, shape in config[table].items()
+    ]
+    check_shapes(shapes, *memory_room(memory_bytes, available))
 
 
 # Room a measuring stage needs on disk: its record (every sample: up to ~250 kB a point), the
