@@ -9,7 +9,7 @@ from roofline.core import errors
 if sys.argv[:1] == ["-m"]:  # `python -m stages.<name>` (DVC's command), not a test's import
     errors.on_interrupt()  # before the stage imports the rest: Ctrl-C there says one line
 
-from roofline.core import spent  # noqa: E402
+from roofline.core import spent
 
 KEPT = "nothing was written: the previous results are as they were"
 RENDERED = "nothing was written: the previous deliverables are as they were"

@@ -1,6 +1,8 @@
-"""Stage aggregate: every device's measurements (results.json, sweep.json, knobs.json) and
-its conf -> results.csv, knobs.csv, manifest.json, metrics.json. Every record is read and
-checked before anything is written, so the deliverables are all new or all old."""
+"""Stage aggregate: join every device's measurements with its datasheet.
+
+It reads each device's results.json, sweep.json and knobs.json, and its conf. It writes
+results.csv, knobs.csv, manifest.json and metrics.json. Every record is read and checked
+first, so the deliverables are all new or all old."""
 
 from roofline.configuration.params import read_params
 from roofline.core.deliverables import outputs

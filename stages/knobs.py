@@ -1,6 +1,7 @@
-"""Stage knobs: the selected knobs on a device that is here (nothing for knobs=none), each as a
-gain measured in one run; pending for a device never measured, kept as it is for one
-measured elsewhere (the same rules as the benchmark and the sweep)."""
+"""Stage knobs: measure the selected knobs on a device that is here.
+
+Each knob is a gain, measured in one run. `knobs=none` measures nothing. A device never
+measured gets a pending record; one measured elsewhere keeps its record, as in the benchmark."""
 
 from dataclasses import replace
 from typing import Any

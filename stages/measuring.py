@@ -1,7 +1,8 @@
-"""What the measuring stages (benchmark, sweep, knobs) share before they measure: which device,
-the part of its config a measurement may read, and what the several-machines rules decide for
-it on this machine; and the one body of the two stages that measure a selection (sweep,
-knobs). Not a stage itself."""
+"""What the measuring stages (benchmark, sweep, knobs) share. Not a stage itself.
+
+Before they measure: which device, the part of its config a measurement may read, and what
+the several-machines rules decide for it here. It also holds the one body of the two stages
+that measure a selection (sweep, knobs)."""
 
 import argparse
 from collections.abc import Callable

@@ -1,5 +1,7 @@
-"""Stage plot: results.csv + manifest.json -> roofline.png, roofline-sweeps.png and
-roofline.json (the interactive roofline that `dvc plots show` renders); knobs.csv -> knobs.png."""
+"""Stage plot: draw the roofline from results.csv and manifest.json.
+
+It writes roofline.png, roofline-sweeps.png and roofline.json (what `dvc plots show` draws),
+and knobs.png from knobs.csv."""
 
 from roofline.core.deliverables import outputs
 from roofline.core.files import atomic_paths, json_text

@@ -1,5 +1,7 @@
-"""Stage report: results.csv + manifest.json (+ the plot it shows) -> REPORT.md (one page) and
-REPORT-appendix.md (each device's whole story, every point against the roofline's prediction)."""
+"""Stage report: write the lab's page from results.csv and manifest.json.
+
+REPORT.md is the one page. REPORT-appendix.md tells each device's whole story: every point
+against the roofline's prediction."""
 
 from datetime import datetime
 

@@ -1,5 +1,7 @@
-"""Stage sweep: the selected sweep's shapes on a device that is here (nothing for sweep=none),
-pending for a device never measured, kept as it is for one measured elsewhere."""
+"""Stage sweep: measure the selected sweep's shapes on a device that is here.
+
+`sweep=none` measures nothing. A device never measured gets a pending record; one measured
+elsewhere keeps its record."""
 
 from typing import Any
 

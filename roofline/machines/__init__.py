@@ -1,2 +1,4 @@
-"""The several-machines rules: which records a machine keeps, re-measures or pends, the keys that
-say what measured them, holding a device's records, the per-device pipeline files."""
+"""The several-machines rules.
+
+Which records a machine keeps, measures again or records as pending; the keys that say what
+measured them; one measurement of a device at a time; the per-device pipeline files."""

@@ -1,7 +1,8 @@
-"""A pod's hand-back: the device's dvc.lock and results.json, left by the pod on the DVC remote
-under its launch's run id and fetched from there by the launcher (roofline.cloud). Everything a
-pod hands back is checked before it is used: a malformed file is that pod's problem, named,
-and never ends the launcher or another pod's hand-back."""
+"""A pod's hand-back: its device's dvc.lock and results.json.
+
+The pod leaves them on the DVC remote under its launch's run id, and the launcher
+(roofline.cloud) fetches them from there. Each file is checked before it is used. A malformed
+one is that pod's problem, named; it never ends the launcher or another pod's hand-back."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""One measurement of a device at a time on a machine: two at once (two clones, experiments run
-from a queue in parallel) would each measure a share of the machine and record it as clean. A
-measuring stage holds its device's lock, machine-wide, while it measures and writes; a second
-one waits for it, saying which process it waits for."""
+"""One measurement of a device at a time on a machine.
+
+Two at once (two clones, experiments run in parallel) would each measure a share of the
+machine and record it as clean. So a measuring stage holds its device's lock, machine-wide,
+while it measures and writes. A second one waits, and says which process it waits for."""
 
 import contextlib
 import json

@@ -1,6 +1,7 @@
-"""A device's identity: which part of a machine's description a configured device is, and
-what "the same hardware" means (no clocks, temperatures, driver builds or host names), as the
-several-machines rules compare records by it."""
+"""A device's identity: which part of a machine's description a configured device is.
+
+It also says what "the same hardware" means: no clocks, temperatures, driver builds or host
+names. The several-machines rules compare records by it."""
 
 from __future__ import annotations
 

@@ -1,14 +1,14 @@
-"""The pipeline files, generated from conf/ by `roofline.compose` (its --check catches drift):
+"""The pipeline files, generated from conf/ by `roofline.compose` (--check catches drift).
 
-- `experiments/x4-roofline/devices/dvc.yaml`: the probe of every device, the one stage that
-  runs on every `dvc repro`;
-- `experiments/x4-roofline/devices/<name>/dvc.yaml` per device: probe -> benchmark and sweep,
-  with the device's own dvc.lock, so two machines committing at once never conflict;
-- `dvc.yaml`: aggregate -> plot -> report over every device;
-- `cloud/<name>.yaml` per GPU device with SkyPilot accelerators: the pod that measures it.
+- `experiments/x4-roofline/devices/dvc.yaml`: the probe of every device. It is the one stage
+  that runs on every `dvc repro`.
+- `experiments/x4-roofline/devices/<name>/dvc.yaml`, one per device: probe, then benchmark,
+  sweep and knobs. Each device has its own dvc.lock, so two machines never conflict.
+- `dvc.yaml`: aggregate, plot and report, over every device.
+- `cloud/<name>.yaml`, one per GPU device with SkyPilot accelerators: the pod that measures it.
 
-Each stage depends on exactly the code it runs (the repository's modules it imports, read
-from their import statements) and on exactly the params that change its output."""
+Each stage depends on exactly the code it runs (read from import statements) and on exactly
+the params that change its output."""
 
 from collections.abc import Sequence
 from pathlib import Path

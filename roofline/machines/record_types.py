@@ -1,6 +1,8 @@
-"""The shapes of what the several-machines rules keep: a stage's record (results.json,
-sweep.json, knobs.json), the fingerprint it was measured under, its stage keys, and dvc.lock as
-DVC writes it. Types only, so that the rules (records) and the keys (keys) both import them."""
+"""The shapes of what the several-machines rules keep. Types only.
+
+A stage's record (results.json, sweep.json, knobs.json), the fingerprint it was measured
+under, its stage keys, and dvc.lock as DVC writes it. The rules (records) and the keys (keys)
+both import them."""
 
 from typing import Any, NotRequired, TypedDict
 

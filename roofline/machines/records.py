@@ -1,25 +1,28 @@
-"""The rules that keep one machine from measuring or overwriting another machine's results.
+"""The rules that keep one machine from measuring over another machine's results.
 
-The record of a device is its results.json, sweep.json and knobs.json: what was measured, on
-which hardware, by which code and params (the fingerprint each was measured under travels
-inside it). The probe's fingerprint file only tells DVC what the next measurement is for, so a
-run that probed and then failed leaves nothing on record, and blocks no other machine.
+A device's record is its results.json, sweep.json and knobs.json. Each says what was measured,
+on which hardware, by which code and settings (its fingerprint travels inside it). The probe's
+fingerprint file only tells DVC what the next measurement is for. So a run that failed leaves
+nothing on record, and blocks no other machine.
 
-probe:     device here and (nothing on record, or the same hardware) -> write its fingerprint;
-           here but other hardware on record -> keep the record; not here -> the record's
-           fingerprint (or "never measured"), which also undoes what a failed run probed;
-           results its dvc.lock names but this workspace lacks -> where they are is said
-           (cache, remote), and where they are nowhere ("lost") a machine with the device
-           measures it afresh, one without it refuses until `probe --lost` records them so.
-measuring stages (benchmark, sweep, knobs): fingerprint "never measured" -> pending records;
-           fingerprint is this machine's device -> measure; anything else -> keep the record
-           as it is (it is the record's own keys that DVC then locks: never a claim that the
-           current code measured it).
+The probe, for each device:
+- here, with nothing or the same hardware on record: it writes this machine's fingerprint;
+- here, with other hardware on record: it keeps the record;
+- not here: it writes the record's fingerprint (or "never measured"), which also undoes what a
+  failed run probed;
+- results that dvc.lock names but this workspace lacks: it says where they are (DVC's cache, the
+  remote). Where they are nowhere ("lost"), a machine with the device measures it afresh; one
+  without it refuses until `probe --lost` records them so.
 
-The fingerprint carries a key per measuring stage (roofline/machines/keys.py), which DVC reads as
-that stage's params: the current code's and params' where the device is here, the record's keys
-elsewhere. So a change of measuring code re-measures the devices this machine has, and stales
-no other device's stage: its lock, its files and the pod's `git pull` are left alone."""
+The measuring stages (benchmark, sweep, knobs):
+- fingerprint "never measured": a pending record;
+- this machine's fingerprint: measure;
+- anything else: keep the record as it is.
+
+The fingerprint holds a key per measuring stage (roofline/machines/keys.py), which DVC reads as
+that stage's params. Where the device is here, these are today's keys; elsewhere, the record's.
+So a change of measuring code measures again the devices this machine has, and stales no other
+device's stage: its lock, its files and the pod's `git pull` are left alone."""
 
 import hashlib
 from collections.abc import Mapping
