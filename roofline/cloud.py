@@ -405,6 +405,8 @@ def main(
     lines, note = make_plan(names, devices, clouds, args.minutes)
     if not installed:
         note = f"{NO_SKYPILOT}: prices from conf/device's cost_per_hour"
+        if args.clouds:  # nothing here can check them, or price on them
+            note += f"; --clouds {','.join(args.clouds)} not checked"
     if note:
         print(note)
     print(show_plan(lines, args.budget))

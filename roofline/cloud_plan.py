@@ -4,6 +4,7 @@ budget allows it, said before anything is launched (roofline.cloud launches it).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -154,10 +155,9 @@ def make_plan(
             "check`, or name some with --clouds): prices from conf/device's cost_per_hour",
         )
     import requests
-    import sky
 
+    found = [sky_cloud(cloud) for cloud in clouds]
     try:
-        found = [sky.CLOUD_REGISTRY.from_str(cloud) for cloud in clouds]
         lines = []
         for name in names:
             offered = catalogue_line(name, found, minutes)
@@ -169,6 +169,21 @@ def make_plan(
             "conf/device's cost_per_hour (the lab's SKU, the lab's 2025 table), not today's offers",
         )
     return lines, None
+
+
+def sky_cloud(name: str) -> Any:
+    """SkyPilot's cloud of this name (or alias); ConfigError naming the ones it knows."""
+    import sky
+
+    try:
+        return sky.CLOUD_REGISTRY.from_str(name)
+    except ValueError as err:  # SkyPilot's words name the clouds, and a close one
+        known = ", ".join(sorted(sky.CLOUD_REGISTRY))
+        close = difflib.get_close_matches(name.lower(), list(sky.CLOUD_REGISTRY), n=1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        raise ConfigError(
+            f"--clouds has {name!r}, not a cloud SkyPilot knows{hint}; allowed: {known}"
+        ) from err
 
 
 def total(amounts: Sequence[float | None]) -> float | None:

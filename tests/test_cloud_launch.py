@@ -430,6 +430,17 @@ def test_a_budget_or_minutes_not_finite_and_positive_is_refused_before_anything(
     assert played.launched == []
 
 
+def test_a_cloud_skypilot_does_not_know_is_refused_with_the_ones_it_does(lab, catalogue):
+    played = PlayedSky(pods={})
+    with pytest.raises(ConfigError) as refused:
+        main(["h100", "--dry-run", "--clouds", "runpod,runpd"], sky_calls=played)
+    said = str(refused.value)
+    assert said.startswith(
+        "--clouds has 'runpd', not a cloud SkyPilot knows (did you mean runpod?); allowed: aws, "
+    ), said
+    assert "lambda" in said and "runpod" in said and played.launched == []
+
+
 def test_a_device_named_twice_is_refused_not_rented_twice(lab, catalogue):
     played = PlayedSky(pods={"h100": Pod(measures(lab, lab.parent / "pods"))})
     with pytest.raises(ConfigError, match=r"named more than once: h100 \(each device is one pod\)"):
@@ -475,9 +486,10 @@ def test_without_skypilot_a_dry_run_prices_from_the_conf_and_a_launch_says_how_i
     for module in [m for m in sys.modules if m == "sky" or m.startswith("sky.")]:
         monkeypatch.delitem(sys.modules, module)
     monkeypatch.setitem(sys.modules, "sky", None)  # `import sky` fails as where it is absent
-    main(["h100", "--dry-run", "--clouds", "runpod"])
+    main(["h100", "--dry-run", "--clouds", "nosuchcloud"])
     out = capsys.readouterr().out
     assert "SkyPilot is not installed" in out and "uv run --group cloud" in out
+    assert "prices from conf/device's cost_per_hour; --clouds nosuchcloud not checked" in out
     assert "conf/device H100 SXM5 80GB" in out and "$1.50" in out
     with pytest.raises(ConfigError, match="nothing was launched: SkyPilot is not installed"):
         main(["h100"])
