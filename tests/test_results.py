@@ -527,3 +527,22 @@ def test_the_page_keeps_config_order_and_names_each_older_stages_revision(tmp_pa
     ), said
     assert older_sentence("h100", entry(kind="cuda")) == ""
     assert older_sentence("h100", entry(kind="cuda", status="pending")) == ""
+
+
+def test_a_results_table_with_its_header_only_is_refused_with_the_way_to_remake_it(tmp_path):
+    # Rendered as it was, every device read "pending" and the page sent the user to measure.
+    table, info = aggregated(tmp_path)
+    csv = tmp_path / "results.csv"
+    table.head(0).to_csv(csv, index=False)
+    with pytest.raises(SchemaError) as refused:
+        load_table(csv, devices=info["devices"])
+    assert str(refused.value) == (
+        f"{csv} has its header only, though manifest.json lists cpu, h100 (aggregate writes a "
+        "row for every point of every device, pending or measured); remake it from the recorded "
+        "results: `uv run dvc repro --force -s aggregate`"
+    )
+    table[table.device == "cpu"].to_csv(csv, index=False)
+    with pytest.raises(SchemaError, match=r"results.csv has no row of h100, though manifest"):
+        load_table(csv, devices=info["devices"])
+    table.to_csv(csv, index=False)
+    assert len(load_table(csv, devices=info["devices"])) == len(table)

@@ -90,6 +90,15 @@ def load_table(
                 f"{path}, line {i + 2}: device={name!r} is not in manifest.json (its devices: "
                 f"{', '.join(sorted(known)) or 'none'}); {REMAKE}"
             )
+        # Aggregate writes a row for every point of every device, a pending one's too (knobs
+        # may have none: knobs=none).
+        rowless = [name for name in devices if name not in set(table["device"])]
+        if columns == CSV_COLUMNS and rowless:
+            what = "has its header only" if table.empty else f"has no row of {rowless[0]}"
+            raise SchemaError(
+                f"{path} {what}, though manifest.json lists {', '.join(rowless)} (aggregate "
+                f"writes a row for every point of every device, pending or measured); {REMAKE}"
+            )
     return table
 
 
