@@ -55,17 +55,18 @@ def inputs(names: list[str], own: list[str]) -> list[Any]:
     """The state of all the probe of every device decides from: the size and mtime of every
     file it reads (params.yaml, each device's fingerprint and records, the keys file, the
     hardware description or its cache, the lab's code and `own`, the files of your own
-    kernels), and this boot's key (hardware.boot: the variables that change which hardware is
-    seen, the CPUs this process may use, the torch installed)."""
+    kernels), this boot's key (hardware.boot: the variables that change which hardware is
+    seen, the CPUs this process may use, the torch installed), and the variables that pick a
+    library's kernel or threads."""
     from roofline.core.code import stats  # cheap: the fast path's imports
-    from roofline.core.depends import lab_files
+    from roofline.core.depends import every_library_variable, lab_files
     from roofline.device.hardware import BOOT_CACHE, HARDWARE_ENV, boot
 
     files = [Path("params.yaml"), KEYS_FILE, BOOT_CACHE]
     files += [at(name) for name in names for at in (fingerprint_path, *RECORDS.values())]
     files += [Path(v) for v in [os.environ.get(HARDWARE_ENV)] if v]
     files += [*lab_files(), *map(Path, own)]
-    return [stats(files), boot()]
+    return [stats(files), boot(), every_library_variable()]
 
 
 def answered_from_cache() -> bool:

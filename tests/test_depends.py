@@ -161,3 +161,31 @@ def test_one_module_declares_what_a_measurement_depends_on_and_the_caches_import
             assert word not in text, f"{path.relative_to(ROOT)} lists {word} again"
     for cache in ("roofline/machines/keys.py", "stages/probe.py", "roofline/device/hardware.py"):
         assert "roofline.core.depends import" in (ROOT / cache).read_text(), cache
+
+
+def test_a_variable_that_picks_a_cpu_librarys_kernel_keys_the_cpu_alone(monkeypatch):
+    # A run under MKL_ENABLE_INSTRUCTIONS, then a plain one: the plain one measures again.
+    from roofline.configuration.params import read_params
+    from roofline.machines.keys import stage_key
+
+    params = read_params(ROOT / "params.yaml")
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
+    plain = {name: stage_key(params, name, "benchmark", ROOT) for name in ("cpu", "h100")}
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "SSE4_2")
+    capped = {name: stage_key(params, name, "benchmark", ROOT) for name in ("cpu", "h100")}
+    assert capped["cpu"]["params"] != plain["cpu"]["params"]
+    assert capped["h100"] == plain["h100"]  # cuBLAS reads no such variable
+    assert capped["cpu"]["code"] == plain["cpu"]["code"]
+
+
+def test_the_probes_cache_answers_only_under_the_same_library_variables(tmp_path, monkeypatch):
+    from stages import probe
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".dvc/tmp").mkdir(parents=True)
+    monkeypatch.delenv("MKL_ENABLE_INSTRUCTIONS", raising=False)
+    before = probe.inputs(["cpu"], [])
+    probe.keep(["cpu"], [], before, ["cpu: here"])
+    assert probe.answered_from_cache()
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "SSE4_2")
+    assert not probe.answered_from_cache()

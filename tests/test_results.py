@@ -546,3 +546,17 @@ def test_a_results_table_with_its_header_only_is_refused_with_the_way_to_remake_
         load_table(csv, devices=info["devices"])
     table.to_csv(csv, index=False)
     assert len(load_table(csv, devices=info["devices"])) == len(table)
+
+
+def test_a_run_under_a_forced_kernel_says_so_on_the_one_page(tmp_path):
+    # MKL_ENABLE_INSTRUCTIONS=SSE4_2 took a CPU to MFU 0.6%, and the page said nothing of it.
+    table, info = aggregated(tmp_path)
+    info["devices"]["cpu"]["environment"] = {"MKL_ENABLE_INSTRUCTIONS": "SSE4_2"}
+    said = next(line for line in render(table, info).splitlines() if "**cpu**" in line)
+    assert (
+        "This run had MKL_ENABLE_INSTRUCTIONS=SSE4_2 set, which forces the library's kernel or "
+        "instruction set: unset it, and `uv run dvc repro` measures what the library picks."
+    ) in said
+    info["devices"]["cpu"]["environment"] = {"OMP_NUM_THREADS": "2"}  # no kernel forced
+    said = next(line for line in render(table, info).splitlines() if "**cpu**" in line)
+    assert "forces the library's kernel" not in said

@@ -5,7 +5,8 @@ A measurement depends on three things:
 - code: the lab's files a measuring stage runs, and the files of your own kernels (a
   "module:function" backend that lives in this repository);
 - settings: the params that change what is measured, each left out while it holds its
-  schema default, so adding a setting stales no record;
+  schema default, so adding a setting stales no record; and the variables that pick a
+  library's kernel or threads (a run under MKL_ENABLE_INSTRUCTIONS is measured again without);
 - hardware: what the probe finds, and the environment variables that change which hardware
   or which code a process sees.
 
@@ -44,6 +45,38 @@ GPU_VISIBILITY = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_D
 # that replaces the machine, a path that puts other modules first (the stand-ins, your own
 # backends), the GPUs torch may see, and the cores joblib counts.
 HARDWARE_VARIABLES = ("ROOFLINE_HARDWARE", "PYTHONPATH", *GPU_VISIBILITY, "LOKY_MAX_CPU_COUNT")
+
+
+# Variables that change which kernel a device's libraries run, or on how many threads: a run
+# under another value measured something else. A CPU's libraries read the first; cuBLAS the
+# second.
+LIBRARY_VARIABLES = {
+    "cpu": (
+        "OMP_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "OMP_WAIT_POLICY",  # PASSIVE: OpenMP's threads sleep between calls, slowing small ones
+        "OPENBLAS_CORETYPE",  # forces OpenBLAS's kernel
+        "OPENBLAS_L2_SIZE",
+        "MKL_ENABLE_INSTRUCTIONS",  # caps MKL's instruction set (Intel CPUs)
+        "MKL_DEBUG_CPU_TYPE",
+        "ONEDNN_MAX_CPU_ISA",  # caps oneDNN's (bfloat16, float16)
+        "DNNL_MAX_CPU_ISA",
+        "VECLIB_MAXIMUM_THREADS",  # Accelerate
+    ),
+    "cuda": ("NVIDIA_TF32_OVERRIDE", "CUBLAS_WORKSPACE_CONFIG"),
+}
+
+
+def library_variables(kind: str) -> dict[str, str]:
+    """The library variables of a device of this kind that are set here."""
+    names = LIBRARY_VARIABLES.get(kind, ())
+    return {name: os.environ[name] for name in names if name in os.environ}
+
+
+def every_library_variable() -> dict[str, str]:
+    """Every library variable set here, whatever its kind: what the probe's cache holds for."""
+    return {k: v for kind in LIBRARY_VARIABLES for k, v in library_variables(kind).items()}
 
 
 def hardware_variables() -> dict[str, str | None]:
@@ -109,7 +142,10 @@ def settings(
         for section in STAGE_SETTINGS[stage]
     }
     device = {key: dev.get(key) for key in MEASURING_KEYS}
-    return out | {f"devices.{name}": beside_defaults(device, defaults["device"])}
+    out[f"devices.{name}"] = beside_defaults(device, defaults["device"])
+    if variables := library_variables(str(dev.get("kind"))):  # none set: no entry
+        out["environment"] = variables
+    return out
 
 
 def beside_defaults(values: Mapping[str, Any], default: object) -> dict[str, Any]:

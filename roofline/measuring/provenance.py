@@ -8,6 +8,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from roofline.core.depends import LIBRARY_VARIABLES
+
 
 def versions() -> dict[str, str | None]:
     import torch
@@ -38,22 +40,12 @@ def versions() -> dict[str, str | None]:
     }
 
 
-# Variables that change what is measured, read by name; nothing else in the environment is.
+# Variables that change what is measured (roofline.core.depends), read by name; nothing else
+# in the environment is.
 RECORDED_ENV = (
-    "OMP_NUM_THREADS",
-    "MKL_NUM_THREADS",
-    "OPENBLAS_NUM_THREADS",
-    "OMP_WAIT_POLICY",  # PASSIVE: OpenMP's threads sleep between calls, slowing small ones
-    "OPENBLAS_CORETYPE",  # forces OpenBLAS's kernel
-    "OPENBLAS_L2_SIZE",
-    "MKL_ENABLE_INSTRUCTIONS",  # caps MKL's instruction set (Intel CPUs)
-    "MKL_DEBUG_CPU_TYPE",
-    "ONEDNN_MAX_CPU_ISA",  # caps oneDNN's (bfloat16, float16)
-    "DNNL_MAX_CPU_ISA",
-    "VECLIB_MAXIMUM_THREADS",  # Accelerate
+    *LIBRARY_VARIABLES["cpu"],
+    *LIBRARY_VARIABLES["cuda"],
     "CUDA_VISIBLE_DEVICES",
-    "NVIDIA_TF32_OVERRIDE",
-    "CUBLAS_WORKSPACE_CONFIG",
     "ROOFLINE_HARDWARE",
 )
 

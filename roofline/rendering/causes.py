@@ -8,7 +8,6 @@ import pandas as pd
 
 from roofline.interpretation.gaps import (
     device_breakdown,
-    forced,
     gap_account,
     noisy,
     unread_counters,
@@ -84,11 +83,9 @@ def loss_sentence(loss: GapShare, entry: DeviceEntry) -> str:
             f"{sides.threads}x its one-thread rate at {x(sides.shape)}: threading costs "
             f"{of_gap}{part}."
         )
-    if found.id is StepId.MICRO_KERNEL and sides:
-        forcing = forced(entry)
-        why = f" ({', '.join(forcing)} forces its kernel)" if forcing else ""
+    if found.id is StepId.MICRO_KERNEL and sides:  # a kernel forced is said on its own
         return (
-            f"On one core, its operands in L2, {sides.backend}{why} reaches {found.factor:.0%} "
+            f"On one core, its operands in L2, {sides.backend} reaches {found.factor:.0%} "
             f"of the core's FMA rate: its micro-kernel costs {of_gap}."
         )
     if found.id is StepId.PACKING and sides:

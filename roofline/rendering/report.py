@@ -13,6 +13,7 @@ from roofline.interpretation.ceilings import lab_headline
 from roofline.interpretation.figures import ratio
 from roofline.interpretation.gaps import (
     above_peak,
+    forced,
     noisy,
     room_for_losses,
     same_point,
@@ -246,6 +247,11 @@ def summary_paragraph(
     ]
     if node := node_sentence(rows[rows.device == name], head):
         sentences.append(node)
+    if settings := forced(entry):  # the number above is the forced kernel's
+        sentences.append(
+            f"This run had {', '.join(settings)} set, which forces the library's kernel or "
+            "instruction set: unset it, and `uv run dvc repro` measures what the library picks."
+        )
     figure, judged = judge(entry, head)
     if figure:
         text = (
