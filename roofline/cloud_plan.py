@@ -12,7 +12,7 @@ from typing import Any
 from roofline.core.errors import ConfigError
 from roofline.core.paths import fingerprint_path
 from roofline.interpretation.datasheets import judged
-from roofline.machines.pipeline import task_path
+from roofline.machines.pipeline import SETUP_MINUTES, task_path
 from roofline.machines.records import lock_stage
 
 
@@ -228,9 +228,9 @@ def show_plan(lines: Sequence[PlanLine], budget: float) -> str:
     text.append(f"total: {summed}; budget ${budget:.2f}")
     longest = max((line.minutes for line in lines), default=0.0)
     text.append(
-        f"(each pod's run is stopped at twice its minutes, {deadline_minutes(longest):g} at "
-        f"most, and the pod goes down after {IDLE_MINUTES} idle minutes: a hung pod bills up to "
-        "that, past this total)"
+        f"(each pod's set-up is stopped at {SETUP_MINUTES} minutes and its run at twice its "
+        f"minutes, {deadline_minutes(longest):g} at most, and the pod goes down after "
+        f"{IDLE_MINUTES} idle minutes: a hung pod bills up to that, past this total)"
     )
     if any(line.spot for line in lines):
         text.append(

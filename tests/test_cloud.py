@@ -62,7 +62,8 @@ def test_task_file_validates_with_skypilots_loader(device):
     # UV_NO_SYNC keeps pod-setup's torch; the deadline is a launch by hand's (the launcher
     # sets its own from --minutes).
     assert task.envs == {"DEVICE": device, "UV_NO_SYNC": "1", "ROOFLINE_DEADLINE_S": "3600"}
-    assert task.setup.strip().endswith("bash scripts/pod-setup")
+    # A hung download in the set-up ends the job too.
+    assert task.setup.strip().endswith("timeout --kill-after=60 1800 bash scripts/pod-setup")
     steps = [line.strip() for line in task.run.splitlines()]
     assert steps[steps.index("uv run dvc pull --allow-missing") :][:3] == [
         "uv run dvc pull --allow-missing",
@@ -200,6 +201,62 @@ def test_pod_setup_installs_a_torch_for_an_older_driver_only_where_needed(tmp_pa
     # Installed for real: a plain `torch==2.15.0` is satisfied by the lock's +cu132 and uv
     # would have installed nothing ("Checked 1 package").
     assert installed == "2.15.0+auto"
+
+
+def amd_pod_setup(tmp_path, host_rocm: str | None, published: str) -> tuple[int, str, str]:
+    """scripts/pod-setup on an AMD pod as SkyPilot's RunPod image has it: the ROCm driver's
+    device, no nvidia-smi and no rocm_agent_enumerator; PyTorch publishing the `published` ROCm
+    builds. Its exit code, what it said, and the torch installed after."""
+    import os
+    import subprocess
+
+    kfd, torch, rocm = tmp_path / "kfd", tmp_path / "torch", tmp_path / "rocm"
+    tmp_path.mkdir()
+    kfd.write_text("")
+    torch.write_text("2.15.0+cu132\n", encoding="utf-8")  # the lock's
+    if host_rocm:
+        (rocm / ".info").mkdir(parents=True)
+        (rocm / ".info/version").write_text(f"{host_rocm}-120\n", encoding="utf-8")
+    bare = [
+        d for d in os.environ["PATH"].split(os.pathsep) if not (Path(d) / "nvidia-smi").exists()
+    ]
+    env = dict(
+        os.environ,
+        PATH=os.pathsep.join([str(ROOT / "tests/fakes/uv"), *bare]),
+        PLAYED_UV_TORCH=str(torch),
+        PLAYED_UV_ROCM=published,
+        ROOFLINE_KFD=str(kfd),
+        ROCM_PATH=str(rocm),
+    )
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts/pod-setup")], env=env, capture_output=True, text=True
+    )
+    return done.returncode, done.stdout + done.stderr, torch.read_text().strip()
+
+
+@pytest.mark.posix
+def test_an_amd_pod_gets_a_rocm_build_by_name_where_uv_cannot_detect_its_gpu(tmp_path):
+    # uv's auto, without rocm_agent_enumerator, would install the CPU build: the probe would
+    # find no GPU on a paid pod. The host's ROCm first, then PyTorch's newest builds.
+    code, said, installed = amd_pod_setup(tmp_path / "a", "6.4.1", "rocm7.1 rocm7.0")
+    assert code == 0 and installed == "2.15.0+rocm7.1", said
+    tried = [line for line in said.splitlines() if "--torch-backend=" in line]
+    assert [t.split("--torch-backend=")[1].split()[0] for t in tried] == [
+        "rocm6.4",
+        "rocm7.2",
+        "rocm7.1",
+    ]
+    assert (
+        "pod-setup: torch 2.15.0+rocm7.1; run the pipeline as UV_NO_SYNC=1 uv run dvc repro" in said
+    )
+    code, said, installed = amd_pod_setup(tmp_path / "b", "7.0.2", "rocm7.1 rocm7.0")
+    assert code == 0 and installed == "2.15.0+rocm7.0", said  # the host's own ROCm first
+    code, said, installed = amd_pod_setup(tmp_path / "c", None, "")
+    assert code == 1 and installed == "2.15.0+cu132"
+    assert (
+        "pod-setup: PyTorch publishes no ROCm build of torch 2.15.0 that installs here (tried "
+        "rocm7.2 rocm7.1 rocm7.0 rocm6.4): rent a host whose ROCm PyTorch builds for"
+    ) in said
 
 
 @pytest.mark.posix

@@ -132,7 +132,9 @@ def test_dry_run_prices_every_pending_gpu_from_the_catalogue(lab, catalogue, cap
     assert rows["h200"][1:6] == ["H200-SXM", "Lambda", "us-east-1/gpu_1x_h200", "4.00", "on-demand"]
     assert "total: $3.75; budget $5.00" in out
     assert "jobs controller" in out  # a spot pod's managed job: its controller bills apart
-    assert "each pod's run is stopped at twice its minutes, 60 at most" in out  # never for ever
+    assert (
+        "each pod's set-up is stopped at 30 minutes and its run at twice its minutes, 60 at most"
+    ) in out  # never for ever
     assert "a launch would stop here" not in out
     assert played.launched == []
 

@@ -6,7 +6,7 @@ import dataclasses
 import math
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
@@ -90,16 +90,25 @@ def load_table(
                 f"{path}, line {i + 2}: device={name!r} is not in manifest.json (its devices: "
                 f"{', '.join(sorted(known)) or 'none'}); {REMAKE}"
             )
-        # Aggregate writes a row for every point of every device, a pending one's too (knobs
-        # may have none: knobs=none).
-        rowless = [name for name in devices if name not in set(table["device"])]
+        # Aggregate writes a row for every point of every device, a pending one's too; a lost
+        # one has none (knobs may have none at all: knobs=none).
+        rowless = [
+            name for name in known - set(table["device"]) if status_of(devices, name) != "lost"
+        ]
         if columns == CSV_COLUMNS and rowless:
+            rowless.sort()
             what = "has its header only" if table.empty else f"has no row of {rowless[0]}"
             raise SchemaError(
                 f"{path} {what}, though manifest.json lists {', '.join(rowless)} (aggregate "
                 f"writes a row for every point of every device, pending or measured); {REMAKE}"
             )
     return table
+
+
+def status_of(devices: Iterable[str], name: str) -> str | None:
+    """A device's status where `devices` is the manifest's (name -> entry, or its JSON)."""
+    entry = devices.get(name) if isinstance(devices, Mapping) else None
+    return entry.get("status") if isinstance(entry, Mapping) else getattr(entry, "status", None)
 
 
 def load_knobs(path: Path, devices: Iterable[str] | None = None) -> pd.DataFrame:

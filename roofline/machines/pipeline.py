@@ -36,8 +36,11 @@ HEADER = GENERATED + (
 # the host's driver where it is older than the lock's CUDA needs; UV_NO_SYNC keeps that torch.
 # The last step leaves the device's dvc.lock and results.json on the DVC remote for the
 # launcher (roofline.cloud): a managed job's pod leaves no cluster to fetch them from.
-POD_SETUP = """set -e
-bash scripts/pod-setup
+# The set-up (downloads: uv, the locked environment, a torch) has a deadline of its own, so a
+# hung download cannot bill for ever either.
+SETUP_MINUTES = 30
+POD_SETUP = f"""set -e
+timeout --kill-after=60 {SETUP_MINUTES * 60} bash scripts/pod-setup
 """
 # The measuring steps run under the launcher's deadline ($ROOFLINE_DEADLINE_S: twice its
 # --minutes, roofline.cloud_plan.deadline_minutes): a hung step ends the job, the pod then goes
