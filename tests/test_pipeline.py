@@ -259,6 +259,14 @@ def test_overrides_through_dvc_exp_run(story):
         and "devices.cpu.shapes has [0, 8, 8]; allowed: [M, N, K] of positive integers" in out
     )
     assert raw(laptop, "cpu") == recorded
+    # Not an integer: the lab's words, not DVC's "unexpected error ... Having any troubles?".
+    git(laptop, "checkout", "params.yaml")
+    code, out = dvc(
+        laptop, "exp", "run", "-S", "devices.cpu.shapes=[[256.5,8,8]]", hardware=LAPTOP, check=False
+    )
+    assert code != 0 and "Having any troubles" not in out
+    assert "devices.cpu.shapes has [256.5, 8, 8]; allowed: [M, N, K] of positive integers" in out
+    assert raw(laptop, "cpu") == recorded
     git(laptop, "checkout", "params.yaml")
     dvc(laptop, "exp", "run", "-S", "devices.cpu.shapes=[[32,32,32]]", hardware=LAPTOP)
     rows = results(laptop, "cpu")["rows"]

@@ -45,7 +45,10 @@ class DeviceConfig:
     kind: Kind = MISSING
     recognise: Recognise = field(default_factory=Recognise)
     dtypes: list[DType] = field(default_factory=list)
-    shapes: list[list[int]] = field(default_factory=list)
+    # Any, not int: a dimension that is not an integer (256.5, true) is refused by `check` in
+    # the lab's words, where OmegaConf's would reach `dvc exp run -S` users as DVC's
+    # "unexpected error".
+    shapes: list[list[Any]] = field(default_factory=list)
     # The libraries each point goes through (roofline/device/backends.py): torch; on a CPU also
     # numpy's BLAS, or "module:function" of your own. The fastest is the device's headline.
     backends: list[str] = field(default_factory=lambda: ["torch"])

@@ -14,6 +14,7 @@ from roofline.configuration.measuring_config import (
     Bound,
     Config,
     DeviceConfig,
+    a_shape,
     entries,
     load_params,
 )
@@ -181,7 +182,7 @@ def memory_errors(cfg: DictConfig, name: str, dev: Any, memory_gb: float, where:
         )
     for shape in dev.shapes:
         for dtype in dev.dtypes:
-            need = matmul_bytes(*shape, dtype.name) if len(shape) == 3 else 0
+            need = matmul_bytes(*shape, dtype.name) if a_shape(shape) else 0  # else refused
             if need > memory_gb * 1e9:
                 errors.append(
                     f"devices.{name}.shapes has {list(shape)}: its {dtype.name} operands need "
