@@ -14,7 +14,7 @@ import yaml
 from dvc.utils.hydra import compose_and_dump
 
 from roofline.configuration.measuring_config import PARAMS_FILE, load_params, parse_params
-from roofline.configuration.params import read_params
+from roofline.configuration.params import COMPOSED, conf_digest, read_params
 from roofline.core.errors import ConfigError, run
 from roofline.core.files import write_json_atomic, write_text_atomic
 from roofline.core.paths import fingerprint_path, knobs_path, results_path, sweep_path
@@ -65,6 +65,7 @@ def generated(root: Path, overrides: list[str]) -> dict[Path, str]:
         raise ConfigError(explain(err)) from err
     # What the schema's types let through, datasheets included.
     parse_params(params, root / "conf", "conf/ composed", LabConfig, (check_datasheets,))
+    params = COMPOSED.format(conf_digest(root / "conf")) + params
     return {PARAMS_FILE: params} | pipeline_files(yaml.safe_load(params)["devices"], root)
 
 

@@ -58,11 +58,12 @@ def inputs(names: list[str], own: list[str]) -> list[Any]:
     kernels), this boot's key (hardware.boot: the variables that change which hardware is
     seen, the CPUs this process may use, the torch installed), and the variables that pick a
     library's kernel or threads."""
+    from roofline.configuration.params import conf_files
     from roofline.core.code import stats  # cheap: the fast path's imports
     from roofline.core.depends import every_library_variable, lab_files
     from roofline.device.hardware import BOOT_CACHE, HARDWARE_ENV, boot
 
-    files = [Path("params.yaml"), KEYS_FILE, BOOT_CACHE]
+    files = [Path("params.yaml"), KEYS_FILE, BOOT_CACHE, *conf_files()]  # conf/: conf_drift
     files += [at(name) for name in names for at in (fingerprint_path, *RECORDS.values())]
     files += [Path(v) for v in [os.environ.get(HARDWARE_ENV)] if v]
     files += [*lab_files(), *map(Path, own)]
@@ -158,7 +159,7 @@ def decide(
 def probe(argv: list[str]) -> None:
     import argparse
 
-    from roofline.configuration.params import probe_devices, read_params
+    from roofline.configuration.params import conf_drift, probe_devices, read_params
     from roofline.core.depends import own_files
     from roofline.core.files import json_text, write_texts_atomic
     from roofline.device.hardware import BOOT_CACHE, live_hardware
@@ -213,6 +214,9 @@ def probe(argv: list[str]) -> None:
             "matches no device file; to measure it, add conf/device/<name>.yaml (see "
             "docs/configuration.md: adding a device)"
         )
+        print(said[-1])
+    if not args.device and (drift := conf_drift()):
+        said.append(f"note: {drift}")
         print(said[-1])
     if not args.device and hardware.get("gpu_note"):  # said once a run: by the first probe
         said.append(f"note: {hardware['gpu_note']}")

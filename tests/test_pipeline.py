@@ -650,3 +650,21 @@ def test_two_clones_measuring_one_device_at_once_take_turns(story):
     first, second = sorted(range(2), key=lambda i: (began[i], waiting[i]))
     assert waiting[second] and f"in {clones[first]}," in outs[second], outs
     assert (began[second] - began[first]).total_seconds() >= runs[first]["wall_s"] - 1
+
+
+def test_conf_edited_without_compose_is_said_by_the_next_run(story):
+    # Plain `dvc repro` reads params.yaml: the edit would measure nothing and say nothing.
+    laptop = own_copy(story, "laptop-conf-edit")
+    cpu = laptop / "conf/device/cpu.yaml"
+    conf = yaml.safe_load(cpu.read_text())
+    cpu.write_text(yaml.safe_dump(conf | {"shapes": [[64, 64, 64]]}))
+    out = dvc(laptop, "repro", hardware=LAPTOP)
+    note = (
+        "note: conf/ was edited after params.yaml was composed from it, and `dvc repro` reads "
+        "params.yaml: `uv run python -m roofline.compose` applies the edit"
+    )
+    assert note in out and measured_benchmarks(out) == set()
+    assert note in dvc(laptop, "repro", hardware=LAPTOP)  # said on every run until composed
+    compose(laptop)
+    out = dvc(laptop, "repro", hardware=LAPTOP)
+    assert "note: conf/" not in out and measured_benchmarks(out) == {"cpu"}

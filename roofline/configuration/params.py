@@ -147,6 +147,49 @@ def pattern_error(key: str, pattern: str | None) -> str | None:
     return None
 
 
+# The first line `roofline.compose` writes in params.yaml: the digest of the conf/ it composed
+# it from. Plain `dvc repro` reads params.yaml, not conf/, so a conf/ edited since is said.
+COMPOSED = (
+    "# Composed from conf/ (digest {}) by `uv run python -m roofline.compose`: edit conf/, "
+    "then run it again.\n"
+)
+
+
+def conf_files(conf: Path = Path("conf")) -> list[Path]:
+    return sorted(conf.rglob("*.yaml"))
+
+
+def conf_digest(conf: Path = Path("conf")) -> str:
+    """The digest of every file of conf/, by path and content (CRLF read as LF)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in conf_files(conf):
+        digest.update(path.relative_to(conf).as_posix().encode() + b"\0")
+        digest.update(path.read_bytes().replace(b"\r\n", b"\n") + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def conf_drift(path: Path = PARAMS_FILE) -> str | None:
+    """Why params.yaml is not what conf/ composes now: conf/ was edited after it was composed
+    (its first line says from which); None where it is, or where params.yaml does not say (a
+    `dvc exp run -S` wrote it)."""
+    try:
+        first = path.read_text(encoding="utf-8").split("\n", 1)[0] + "\n"
+    except OSError:
+        return None
+    prefix, _, rest = COMPOSED.partition("{}")
+    if not first.startswith(prefix) or not first.endswith(rest):
+        return None
+    composed = first.removeprefix(prefix).removesuffix(rest)
+    if composed == conf_digest(path.parent / "conf"):
+        return None
+    return (
+        "conf/ was edited after params.yaml was composed from it, and `dvc repro` reads "
+        "params.yaml: `uv run python -m roofline.compose` applies the edit"
+    )
+
+
 def load_yaml(text: str, where: str) -> Any:
     try:
         return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
