@@ -58,9 +58,8 @@ def inputs(names: list[str], own: list[str]) -> list[Any]:
     kernels), this boot's key (hardware.boot: the variables that change which hardware is
     seen, the CPUs this process may use, the torch installed), and the variables that pick a
     library's kernel or threads."""
-    from roofline.configuration.params import conf_files
     from roofline.core.code import stats  # cheap: the fast path's imports
-    from roofline.core.depends import every_library_variable, lab_files
+    from roofline.core.depends import conf_files, every_library_variable, lab_files
     from roofline.device.hardware import BOOT_CACHE, HARDWARE_ENV, boot
 
     files = [Path("params.yaml"), KEYS_FILE, BOOT_CACHE, *conf_files()]  # conf/: conf_drift

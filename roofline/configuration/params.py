@@ -10,6 +10,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 import yaml
 
+from roofline.core.depends import conf_files
 from roofline.core.errors import ConfigError
 
 PARAMS_FILE = Path("params.yaml")
@@ -153,10 +154,6 @@ COMPOSED = (
     "# Composed from conf/ (digest {}) by `uv run python -m roofline.compose`: edit conf/, "
     "then run it again.\n"
 )
-
-
-def conf_files(conf: Path = Path("conf")) -> list[Path]:
-    return sorted(conf.rglob("*.yaml"))
 
 
 def conf_digest(conf: Path = Path("conf")) -> str:

@@ -89,6 +89,11 @@ def lab_files(root: Path = Path(".")) -> list[Path]:
     return sorted(p.relative_to(root) for part in OUR_PACKAGES for p in (root / part).rglob("*.py"))
 
 
+def conf_files(conf: Path = Path("conf")) -> list[Path]:
+    """Every file of conf/, which params.yaml is composed from (params.conf_drift)."""
+    return sorted(conf.rglob("*.yaml"))
+
+
 def lab_code(stage: str, root: Path = Path(".")) -> list[str]:
     """The lab's files a measuring stage runs: its module and what that imports."""
     return file_closure(f"stages.{stage}", root, lambda name: name.split(".")[0] in OUR_PACKAGES)
