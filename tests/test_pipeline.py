@@ -664,7 +664,8 @@ def test_conf_edited_without_compose_is_said_by_the_next_run(story):
         "params.yaml: `uv run python -m roofline.compose` applies the edit"
     )
     assert note in out and measured_benchmarks(out) == set()
-    assert note in dvc(laptop, "repro", hardware=LAPTOP)  # said on every run until composed
+    # Said on every run until composed: the probe of every device, run first by each.
+    probe = (sys.executable, "-m", "stages.probe")
+    assert note in run(laptop, *probe, hardware=LAPTOP)
     compose(laptop)
-    out = dvc(laptop, "repro", hardware=LAPTOP)
-    assert "note: conf/" not in out and measured_benchmarks(out) == {"cpu"}
+    assert "note: conf/" not in run(laptop, *probe, hardware=LAPTOP)
