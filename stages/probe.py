@@ -109,6 +109,7 @@ def decide(
     from roofline.machines.records import (
         fingerprint,
         lock_records_results,
+        locked_pending,
         lost_records,
         missing,
         on_record,
@@ -136,7 +137,7 @@ def decide(
             f"{name}: recorded as lost ({', '.join(map(str, writes))}); `uv run dvc repro` "
             "renders the rest"
         )
-    elif not results.exists() and lock_records_results(name):
+    elif not results.exists() and lock_records_results(name) and not locked_pending(name):
         where = record_location(name, "benchmark", results)
         if here is None or where in ("cache", "remote"):
             raise missing(name, results, where)

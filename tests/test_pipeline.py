@@ -669,3 +669,22 @@ def test_conf_edited_without_compose_is_said_by_the_next_run(story):
     assert note in run(laptop, *probe, hardware=LAPTOP)
     compose(laptop)
     assert "note: conf/" not in run(laptop, *probe, hardware=LAPTOP)
+
+
+def test_a_never_measured_devices_pending_records_are_written_again_never_lost(story):
+    # A clone whose remote holds another lab's data: its locks name records nobody has. A
+    # never-measured device's are pending ones, made from the config alone: not "lost".
+    laptop = own_copy(story, "other-labs-remote")
+    other = story["where"] / "other-labs-store"
+    other.mkdir()
+    dvc(laptop, "remote", "modify", "store", "url", str(other))
+    lock = yaml.safe_load((laptop / DEVICES / "h100/dvc.lock").read_text())
+    md5 = lock["stages"]["benchmark"]["outs"][0]["md5"]
+    (laptop / ".dvc/cache/files/md5" / md5[:2] / md5[2:]).unlink()
+    (laptop / DEVICES / "h100/results.json").unlink()
+    out = dvc(laptop, "repro", hardware=LAPTOP)
+    assert "h100: not on this machine, never measured: pending" in out
+    assert "lost" not in out and measured_benchmarks(out) == {"h100"}  # its pending record
+    assert results(laptop, "h100")["status"] == "pending"
+    report = (laptop / "experiments/x4-roofline/REPORT.md").read_text()
+    assert "- **h100** (H100 SXM5 80GB): pending; `uv run dvc repro` on a machine" in report

@@ -68,6 +68,13 @@ def lock_records_results(name: str) -> bool:
     return bool(lock_stage(name, "benchmark").get("outs"))
 
 
+def locked_pending(name: str) -> bool:
+    """Whether the results dvc.lock records are a never-measured device's pending ones: made
+    from the config alone, so where they are missing they are written again, never lost."""
+    locked = lock_stage(name, "benchmark").get("params", {}).get(str(fingerprint_path(name)))
+    return isinstance(locked, dict) and locked.get("status") == NEVER
+
+
 def dvc_repo() -> Any:
     from dvc.repo import Repo  # only for a record missing or uncached: a rare path
 
