@@ -177,3 +177,24 @@ def test_a_knob_shape_past_the_devices_memory_is_refused_before_any_knob_runs():
     ), said
     check_knobs_fit(OmegaConf.create({"cpu": {}, "cuda": {"shape": [8192] * 3}}), "cuda", 80 << 30)
     check_knobs_fit(knobs, "mps", 16 << 30)  # no knobs on an Apple GPU: nothing to hold
+
+
+@pytest.mark.posix
+def test_a_copy_without_git_gets_dvcs_words_and_the_documented_way_out_works(tmp_path):
+    # `git archive` (or a zip download) has no .git: DVC refuses before any code of the lab's
+    # runs, so docs/several-machines.md ("When a run fails") quotes its words and the way out.
+    copy = tmp_path / "lab"
+    copy.mkdir()
+    archive = subprocess.run(["git", "archive", "HEAD"], cwd=ROOT, capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(copy)], input=archive.stdout, check=True)
+    dvc = [sys.executable, "-m", "dvc", "status"]
+    done = subprocess.run(dvc, cwd=copy, env=STAGE_ENV, capture_output=True, text=True)
+    assert done.returncode != 0 and f"{copy} is not a git repository" in done.stderr
+    docs = (ROOT / "docs/several-machines.md").read_text()
+    way_out = "git init && git add -A && git commit -qm lab"
+    assert "is not a git repository" in docs and way_out in docs
+    env = STAGE_ENV | {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a"}
+    env |= {"GIT_COMMITTER_EMAIL": "a@b"}
+    subprocess.run(["sh", "-c", way_out], cwd=copy, env=env, check=True, capture_output=True)
+    done = subprocess.run(dvc, cwd=copy, env=STAGE_ENV, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
