@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from roofline.core.errors import ConfigError
-from roofline.core.paths import fingerprint_path
+from roofline.core.paths import fingerprint_path, posix
 from roofline.interpretation.datasheets import judged
 from roofline.machines.pipeline import SETUP_MINUTES, task_path
 from roofline.machines.records import lock_stage
@@ -58,7 +58,7 @@ def cluster(name: str) -> str:
 def is_pending(name: str) -> bool:
     """Whether git's dvc.lock records no measurement of the device: its benchmark ran under a
     "never measured" or "lost" fingerprint (roofline.machines.records), or it has no lock yet."""
-    ran_under = lock_stage(name, "benchmark").get("params", {}).get(str(fingerprint_path(name)))
+    ran_under = lock_stage(name, "benchmark").get("params", {}).get(posix(fingerprint_path(name)))
     return (ran_under or {}).get("status") != "recorded"
 
 

@@ -63,7 +63,8 @@ def test_editing_a_kernel_of_your_own_re_measures_its_rows_and_nothing_else(tmp_
     for part in ("clock", "fma", "fma_clock", "caches", "memory", "counters"):
         assert after[part] == before[part], part
     assert after["run"]["started_at"] == before["run"]["started_at"]
-    assert after["run"]["remeasured"]["backends"] == [OWN]
+    assert [r["backends"] for r in after["run"]["remeasured"]] == [[OWN]]
+    assert after["libraries"]["torch"] == before["libraries"]["torch"]
     # The breakdown goes through the headline's library: measured again only where the headline
     # is now the kernel of yours, or another library than before (which is faster at this tiny
     # shape is the machine's to say).
@@ -192,3 +193,65 @@ def test_the_probes_cache_answers_only_under_the_same_library_variables(tmp_path
     assert probe.answered_from_cache()
     monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "SSE4_2")
     assert not probe.answered_from_cache()
+
+
+def test_a_kernel_of_yours_is_followed_wherever_python_finds_it(tmp_path, monkeypatch):
+    from roofline.core.depends import installed_version, own_code, own_files
+
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    kern = tmp_path / "kern"
+    kern.mkdir()
+    (kern / "__init__.py").write_text("")
+    (kern / "tiled.py").write_text("from .helper import tile\nimport numpy\n")
+    (kern / "helper.py").write_text("def tile(a, b):\n    return a @ b\n")
+    # A relative import is followed: editing helper.py re-measures the kernel.
+    assert own_code("kern.tiled:tiled", tmp_path) == [
+        "kern/__init__.py",
+        "kern/helper.py",
+        "kern/tiled.py",
+    ]
+    # A file that does not parse is still hashed, and stops nothing.
+    (kern / "helper.py").write_bytes(b"def tile(a, b) \xff\n")
+    assert "kern/helper.py" in own_code("kern.tiled:tiled", tmp_path)
+    # Outside the repository, on PYTHONPATH: found there, by its full path.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "blocked.py").write_text("def mm(a, b):\n    return a @ b\n")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert own_code("blocked:mm", repo) == []
+    monkeypatch.setenv("PYTHONPATH", str(elsewhere))
+    assert own_code("blocked:mm", repo) == [str(elsewhere / "blocked.py")]
+    # Installed as a package: known by its distribution's version.
+    assert installed_version("numpy:matmul").startswith("numpy==")
+    # Not there yet: the files it would be are watched, so creating it is seen.
+    params = {"devices": {"cpu": {"backends": ["torch", "mine.kern:mm"]}}, "sweep": None}
+    assert own_files(params, repo) == [Path("mine/kern/__init__.py"), Path("mine/kern.py")]
+
+
+def test_backends_that_name_no_module_or_params_without_a_sweep_stop_nothing():
+    from roofline.core.depends import own_backends
+
+    odd = [":f", ".mod:f", 3, None, "torch", "numpy", "mod:f"]
+    for sweep in (None, {}, {"name": "none"}):
+        params = {"devices": {"cpu": {"backends": odd}}, "sweep": sweep}
+        assert own_backends(params, "cpu", "benchmark") == ["mod:f"]
+        assert own_backends(params, "cpu", "sweep") == []
+    params = {"devices": {"cpu": {"backends": odd}}, "sweep": {"name": "full"}}
+    assert own_backends(params, "cpu", "sweep") == ["mod:f"]
+    assert own_backends(params, "cpu", "knobs") == []
+
+
+def test_a_record_is_judged_older_under_its_own_variables_not_this_machines(monkeypatch):
+    from roofline.configuration.params import read_params
+    from roofline.machines.keys import outdated, stage_key
+
+    params = read_params(ROOT / "params.yaml")
+    from roofline.measuring.provenance import environment
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # the machine that measured it
+    measures = {"benchmark": stage_key(params, "cpu", "benchmark", ROOT)}
+    run = {"started_at": "T", "environment": environment()}  # as the record keeps it
+    record = {"status": "measured", "run": run, "fingerprint": {"measures": measures}}
+    monkeypatch.delenv("OMP_NUM_THREADS")  # the machine that renders it
+    assert outdated({"benchmark": record}, params, "cpu") == {}

@@ -198,3 +198,22 @@ def test_a_copy_without_git_gets_dvcs_words_and_the_documented_way_out_works(tmp
     subprocess.run(["sh", "-c", way_out], cwd=copy, env=env, check=True, capture_output=True)
     done = subprocess.run(dvc, cwd=copy, env=STAGE_ENV, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_signal_ignored_before_the_renames_stays_ignored(tmp_path, monkeypatch):
+    # A job started with `&` from a script ignores SIGINT: a Ctrl-C meant for the shell is not
+    # this run's to act on.
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    rename = os.replace
+
+    def interrupted_rename(src, dst):
+        rename(src, dst)
+        signal.raise_signal(signal.SIGINT)
+
+    monkeypatch.setattr(os, "replace", interrupted_rename)
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        files.write_texts_atomic(dict.fromkeys(paths, "new"))
+    finally:
+        signal.signal(signal.SIGINT, before)
+    assert [p.read_text() for p in paths] == ["new", "new"]

@@ -14,7 +14,9 @@ OUR_PACKAGES = ("roofline", "stages")
 
 
 def module_file(module: str, root: Path) -> Path | None:
-    """The repository file of a dotted module name, or None when it is not one of ours."""
+    """The file of a dotted module name under `root`, or None where there is none."""
+    if not all(part.isidentifier() for part in module.split(".")):
+        return None  # not a module's name (":f", "a..b", "x.*")
     base = Path(*module.split("."))
     for candidate in (base.with_suffix(".py"), base / "__init__.py"):
         if (root / candidate).is_file():
@@ -34,24 +36,39 @@ def ours(name: str) -> bool:
 
 @functools.cache  # the measuring stages share most files: each is parsed once per process
 def imports_in(text: str) -> frozenset[str]:
-    """Every dotted name a file's text imports, or starts with `-m`."""
+    """Every dotted name a file's text imports, or starts with `-m`; a relative import keeps
+    its leading dots (".helper", "..pkg.mod"), for `absolute` to resolve."""
     import ast  # here: the probe imports this module on every `dvc repro`
 
     names = set()
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = "." * node.level + (node.module or "")
+            join = "" if base.endswith(".") else "."
+            names |= {base} | {f"{base}{join}{alias.name}" for alias in node.names}
         elif isinstance(node, ast.List | ast.Tuple):
             words = [e.value if isinstance(e, ast.Constant) else None for e in node.elts]
             names |= {module for flag, module in itertools.pairwise(words) if flag == "-m"}
-    return frozenset(name for name in names if isinstance(name, str))
+    return frozenset(name for name in names if isinstance(name, str) and name.strip("."))
+
+
+def absolute(name: str, package: str) -> str:
+    """A name `imports_in` found, made absolute from the importing module's `package`."""
+    if not name.startswith("."):
+        return name
+    rest = name.lstrip(".")
+    up = len(name) - len(rest) - 1
+    parts = package.split(".") if package else []
+    base = parts[: len(parts) - up] if up else parts
+    return ".".join([*base, rest] if rest else base)
 
 
 def file_closure(module: str, root: Path, keep: Callable[[str], bool]) -> list[str]:
     """Every repository file that `python -m module` runs, following the imports `keep`
-    accepts: the module, what it imports, and so on, with the packages' __init__ files."""
+    accepts: the module, what it imports, and so on, with the packages' __init__ files. A file
+    that does not parse (a syntax error, not UTF-8) is listed, and its imports not followed."""
     seen: set[Path] = set()
     todo = [module]
     while todo:
@@ -60,10 +77,15 @@ def file_closure(module: str, root: Path, keep: Callable[[str], bool]) -> list[s
         packages = [".".join(parts[:i]) for i in range(1, len(parts))]
         for dotted in [*packages, name]:
             path = module_file(dotted, root)
-            if path is not None and path not in seen:
-                seen.add(path)
-                text = (root / path).read_text(encoding="utf-8")
-                todo += sorted(n for n in imports_in(text) if keep(n))
+            if path is None or path in seen:
+                continue
+            seen.add(path)
+            package = dotted if path.name == "__init__.py" else dotted.rpartition(".")[0]
+            try:
+                found = imports_in((root / path).read_text(encoding="utf-8"))
+            except (SyntaxError, UnicodeDecodeError, ValueError):
+                continue  # hashed as it is; what it would import is not known
+            todo += sorted(n for n in (absolute(i, package) for i in found) if n and keep(n))
     return sorted(posix(path) for path in seen)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,8 @@ from roofline.core.code import OUR_PACKAGES, file_closure, module_file
 # params.yaml as plain data (roofline.configuration.params.Params, a layer above this one).
 Params = Mapping[str, Any]
 
+# A backend of your own: "module:function" (roofline/device/backends.py).
+OWN_BACKEND = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 # What a probe reads of a device: which hardware is the device.
 PROBE_KEYS = ("kind", "recognise")
 # What a device's measuring stages read of it.
@@ -102,45 +105,73 @@ def lab_code(stage: str, root: Path = Path(".")) -> list[str]:
 def own_backends(params: Params, name: str, stage: str) -> list[str]:
     """The backends of your own ("module:function") that a device's stage runs. The benchmark
     runs every backend; the sweep too, when one is selected; the knobs run only the lab's."""
-    backends = [b for b in params["devices"][name].get("backends") or [] if ":" in b]
-    if stage == "benchmark" or (stage == "sweep" and params["sweep"].get("name") != "none"):
-        return backends
-    return []
+    listed = (params["devices"][name] or {}).get("backends") or []
+    backends = [b for b in listed if isinstance(b, str) and OWN_BACKEND.fullmatch(b)]
+    swept = ((params.get("sweep") or {}).get("name") or "none") != "none"
+    return backends if stage == "benchmark" or (stage == "sweep" and swept) else []
+
+
+def own_roots(root: Path = Path(".")) -> list[Path]:
+    """Where a module of yours is found, as Python finds it: the repository, then $PYTHONPATH's
+    folders (never site-packages: an installed package is known by its version)."""
+    extra = [Path(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return [root, *(p for p in extra if p.is_dir())]
 
 
 def own_code(backend: str, root: Path = Path(".")) -> list[str]:
-    """The repository files a backend of yours runs: its module and the modules of this
-    repository it imports (not the lab's: those are lab code). [] for a module installed as a
-    package: its version is in the record instead."""
+    """The files a backend of yours runs: its module and the modules beside it that it imports
+    (not the lab's: those are lab code), each as a path from the folder it was found in. []
+    for a module installed as a package (installed_version keys it)."""
     module = backend.split(":")[0]
-    if module.split(".")[0] in OUR_PACKAGES or module_file(module, root) is None:
+    if module.split(".")[0] in OUR_PACKAGES:
         return []
-    return file_closure(
-        module,
-        root,
-        lambda name: name.split(".")[0] not in OUR_PACKAGES and module_file(name, root) is not None,
-    )
+    for where in own_roots(root):
+        if module_file(module, where) is None:
+            continue
+
+        def beside(name: str, where: Path = where) -> bool:
+            return name.split(".")[0] not in OUR_PACKAGES and module_file(name, where) is not None
+
+        found = file_closure(module, where, beside)
+        return found if where == root else [str(where / f) for f in found]
+    return []
+
+
+def installed_version(backend: str) -> str:
+    """The installed distribution (and version) a backend's module comes from, or "" where
+    none does: what keys a kernel of yours installed as a package."""
+    from importlib import metadata
+
+    top = backend.split(":")[0].split(".")[0]
+    names = metadata.packages_distributions().get(top, [])
+    return ", ".join(f"{n}=={metadata.version(n)}" for n in sorted(names))
 
 
 def own_files(params: Params, root: Path = Path(".")) -> list[Path]:
-    """Every file of your own kernels that any device's stage runs: what the caches watch."""
-    files = {
-        f
-        for name in params["devices"]
-        for stage in STAGE_SETTINGS
-        for backend in own_backends(params, name, stage)
-        for f in own_code(backend, root)
-    }
+    """Every file of your own kernels that any device's stage runs, and where a module of
+    yours has none yet, the files it would be: what the caches watch."""
+    files: set[str] = set()
+    for name in params["devices"]:
+        for stage in STAGE_SETTINGS:
+            for backend in own_backends(params, name, stage):
+                found = own_code(backend, root)
+                base = Path(*backend.split(":")[0].split("."))
+                files |= set(found) or {str(base.with_suffix(".py")), str(base / "__init__.py")}
     return sorted(map(Path, files))
 
 
 def settings(
-    params: Params, name: str, stage: str, defaults: Mapping[str, object]
+    params: Params,
+    name: str,
+    stage: str,
+    defaults: Mapping[str, object],
+    environment: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The settings a device's stage is measured under: its top-level sections and the
     device's measuring keys, each without the entries that hold their schema default.
     `defaults`: each section's schema, and "device"'s, made with its defaults (the schema is
-    roofline.configuration.measuring_config's, a layer above this one)."""
+    roofline.configuration.measuring_config's, a layer above this one). `environment`: the
+    variables a record was measured under, in place of this process's."""
     dev = params["devices"][name]
     out = {
         section: beside_defaults(params.get(section) or {}, defaults[section])
@@ -148,7 +179,11 @@ def settings(
     }
     device = {key: dev.get(key) for key in MEASURING_KEYS}
     out[f"devices.{name}"] = beside_defaults(device, defaults["device"])
-    if variables := library_variables(str(dev.get("kind"))):  # none set: no entry
+    kind = str(dev.get("kind"))
+    variables = library_variables(kind)
+    if environment is not None:
+        variables = {k: environment[k] for k in LIBRARY_VARIABLES.get(kind, ()) if k in environment}
+    if variables:  # none set: no entry
         out["environment"] = variables
     return out
 

@@ -54,7 +54,10 @@ def signals_held() -> Iterator[list[int]]:
     if threading.current_thread() is not threading.main_thread():
         yield came
         return
-    held = (signal.SIGINT, signal.SIGTERM)
+    # One ignored here (a job started with `&` ignores SIGINT) stays ignored.
+    held = [
+        sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) != signal.SIG_IGN
+    ]
     before = {sig: signal.signal(sig, lambda signum, _: came.append(signum)) for sig in held}
     try:
         yield came

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from roofline.core.depends import OWN_BACKEND
 from roofline.core.dtypes import DTYPES
 from roofline.core.errors import ConfigError
 
@@ -22,7 +23,7 @@ if TYPE_CHECKING:  # torch is imported where a backend runs, not where a config 
     import torch
 
 BUILTIN = ("torch", "numpy")
-CUSTOM = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+CUSTOM = OWN_BACKEND  # "module:function"
 ALLOWED = 'torch, numpy, or "module:function" (a function of two numpy arrays)'
 
 
@@ -169,7 +170,7 @@ def libraries(names: list[str]) -> dict[str, Library]:
             out[name] = numpy_blas()
         else:
             module = importlib.import_module(name.split(":")[0])
-            out[name] = {"module": getattr(module, "__file__", None)}
+            out[name] = {"module": getattr(module, "__file__", None)}  # its key: core.depends
     return out
 
 

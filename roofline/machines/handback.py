@@ -16,7 +16,7 @@ import yaml
 
 from roofline.core.depends import STAGE_SETTINGS
 from roofline.core.errors import ConfigError
-from roofline.core.paths import device_dir, fingerprint_path, results_path
+from roofline.core.paths import device_dir, fingerprint_path, posix, results_path
 from roofline.machines.keys import fingerprint_values
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def handback_problem(
     for stage in STAGE_SETTINGS:  # each ran under the fingerprint the results were measured under
         ran = lock["stages"].get(stage)
         params = ran.get("params", {}) if isinstance(ran, dict) else {}
-        if params.get(str(fingerprint_path(name))) != fingerprint_values(measured_under, stage):
+        if params.get(posix(fingerprint_path(name))) != fingerprint_values(measured_under, stage):
             return f"its {stage} did not finish after the probe (a failed or interrupted run)"
     if lock_md5s(lock, "benchmark", "outs").get(str(results_path(name))) != md5(results):
         return "its results.json is not the one its dvc.lock records"

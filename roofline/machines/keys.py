@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roofline.core.code import stats
-from roofline.core.depends import STAGE_SETTINGS, lab_files, own_backends, own_code, settings
+from roofline.core.depends import (
+    STAGE_SETTINGS,
+    installed_version,
+    lab_files,
+    own_backends,
+    own_code,
+    settings,
+)
 from roofline.core.files import keep_cache
 
 if TYPE_CHECKING:  # types only: the probe imports this module on every `dvc repro`
@@ -84,12 +91,15 @@ def code_keys(root: Path = Path(".")) -> dict[str, str]:
 
 
 def own_keys(params: Params, name: str, stage: str, root: Path = Path(".")) -> dict[str, str]:
-    """Each backend of your own that the stage runs -> the hash of its files (of none for a
-    module installed as a package: its version is in the record)."""
-    return {
-        backend: files_digest(own_code(backend, root), root)
-        for backend in own_backends(params, name, stage)
-    }
+    """Each backend of your own that the stage runs -> the hash of its files (for a module
+    installed as a package, of its distribution's version)."""
+    keys = {}
+    for backend in own_backends(params, name, stage):
+        files = own_code(backend, root)
+        keys[backend] = (
+            files_digest(files, root) if files else digest(installed_version(backend).encode())
+        )
+    return keys
 
 
 def schema_defaults() -> dict[str, object]:
@@ -105,9 +115,17 @@ def schema_defaults() -> dict[str, object]:
     }
 
 
-def stage_key(params: Params, name: str, stage: str, root: Path = Path(".")) -> StageKey:
-    """What a measurement of this stage of the device, made now, depends on, as hashes."""
-    text = json.dumps(settings(params, name, stage, schema_defaults()), sort_keys=True, default=str)
+def stage_key(
+    params: Params,
+    name: str,
+    stage: str,
+    root: Path = Path("."),
+    environment: Mapping[str, str] | None = None,
+) -> StageKey:
+    """What a measurement of this stage of the device, made now, depends on, as hashes
+    (`environment`: a record's variables in place of this process's; depends.settings)."""
+    measured_under = settings(params, name, stage, schema_defaults(), environment)
+    text = json.dumps(measured_under, sort_keys=True, default=str)
     key: StageKey = {"code": code_keys(root)[stage], "params": digest(text.encode())}
     if own := own_keys(params, name, stage, root):
         key["own"] = own
@@ -168,12 +186,15 @@ def outdated(
     """For each measured record of a device (stage -> record), what of the code and params that
     measured it differs from today's; stages measured by today's, or that ran nothing, are left
     out."""
-    current = measuring_keys(params, name)
     out = {}
     for stage, record in records.items():
         # A record that ran something (a `none` sweep or knobs measured nothing to be older).
         measured = isinstance(record, dict) and record.get("status") == "measured"
-        measured = measured and bool(record.get("run"))
-        if measured and (parts := older(record, stage, current[stage])):
+        if not (measured and record.get("run")):
+            continue
+        # Its variables are the measuring machine's, not this one's: compared under its own, so
+        # another machine's OMP_NUM_THREADS never makes a record look older.
+        environment = record["run"].get("environment") or {}
+        if parts := older(record, stage, stage_key(params, name, stage, environment=environment)):
             out[stage] = parts
     return out

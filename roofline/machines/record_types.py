@@ -45,9 +45,9 @@ class RunInfo(TypedDict):
     # Seconds each part of the run took (each point, the copy, a CPU's clock, FMA and caches):
     # where the time went, for whoever slows it next. Older records have none.
     spent: NotRequired[dict[str, float]]
-    # The run that measured only kernels of your own again (their files changed): its own run
-    # info, with the backends it measured.
-    remeasured: NotRequired[dict[str, Any]]
+    # Each later run that measured only kernels of your own again (their files changed): its
+    # run info, with the backends it measured; the latest for each backend.
+    remeasured: NotRequired[list[dict[str, Any]]]
 
 
 class Record(TypedDict):

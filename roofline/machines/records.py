@@ -36,7 +36,7 @@ from roofline.core.depends import STAGE_SETTINGS
 from roofline.core.errors import RecordError
 from roofline.core.files import read_json
 from roofline.core.measurement import SCHEMA_VERSION, check_version, empty
-from roofline.core.paths import RECORDS, device_dir, fingerprint_path, results_path
+from roofline.core.paths import RECORDS, device_dir, fingerprint_path, posix, results_path
 from roofline.device.description import Found, Identity
 from roofline.device.hardware import BOOT_CACHE, live_hardware
 from roofline.machines.identity import describe, describe_apart, locate, same_machine
@@ -71,7 +71,7 @@ def lock_records_results(name: str) -> bool:
 def locked_pending(name: str) -> bool:
     """Whether the results dvc.lock records are a never-measured device's pending ones: made
     from the config alone, so where they are missing they are written again, never lost."""
-    locked = lock_stage(name, "benchmark").get("params", {}).get(str(fingerprint_path(name)))
+    locked = lock_stage(name, "benchmark").get("params", {}).get(posix(fingerprint_path(name)))
     return isinstance(locked, dict) and locked.get("status") == NEVER
 
 
@@ -320,7 +320,7 @@ class Decision(NamedTuple):
 
 def measured_under_this(name: str, stage: str, recorded: Fingerprint) -> bool:
     """Whether dvc.lock says the stage's output was measured under this very fingerprint."""
-    locked = lock_stage(name, stage).get("params", {}).get(str(fingerprint_path(name)))
+    locked = lock_stage(name, stage).get("params", {}).get(posix(fingerprint_path(name)))
     return locked == fingerprint_values(recorded, stage)
 
 

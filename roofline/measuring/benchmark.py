@@ -324,7 +324,8 @@ def remeasure_own(
     rows = [asdict(row) if isinstance(row, Measurement) else row for row in rows]
     rows += [asdict(row) for row in by_point.values()]  # none, unless a point was missing
     record = cast(Record, dict(previous))
-    record |= {"fingerprint": fingerprint, "rows": rows, "libraries": libraries(list(dev.backends))}
+    kept = previous.get("libraries") or {}  # the kept rows' libraries as they ran them
+    record |= {"fingerprint": fingerprint, "rows": rows, "libraries": kept | libraries(backends)}
     steps = previous.get("steps")
     if steps is not None:
         measured = [measurement_from_dict(row, name) for row in rows]
@@ -334,7 +335,10 @@ def remeasure_own(
                 record["steps"] = measure_steps(target, cast(CpuInfo, found), measured, bench)
             log(f"{name} breakdown: {describe_steps(record['steps'])}")
     again = run_info(*begun, dev.kind.name) | {"spent": spent, "backends": backends}
-    record["run"] = previous["run"] | {"remeasured": again}
+    earlier = [
+        r for r in previous["run"].get("remeasured", []) if set(r["backends"]) - set(backends)
+    ]
+    record["run"] = previous["run"] | {"remeasured": [*earlier, again]}
     return record
 
 

@@ -287,22 +287,21 @@ def measure_matmul(
     timer = kind.timer()
     timing = dict(timer=timer, bench=bench, window=monitor, threads=threads)
     with float32_math(dtype):
+        why = ""
+        if calls_per_sample == 1 and kind.sample_at_least_s:  # one boundary for several calls
+            calls_per_sample = calls_to_fill_sample(timer, ready.call, kind.sample_at_least_s)
+            why = " (a command buffer commit a sample)"
         if calls_per_sample > 1:
             samples, window, timed = sample(batched(ready.call, calls_per_sample), **timing)
             samples = [t / calls_per_sample for t in samples]
-            how = f"{timer.name}, {calls_per_sample} calls a sample"
+            how = f"{timer.name}, {calls_per_sample} calls a sample{why}"
             return Point(
                 samples, ready.check_error, ready.sets, how, window, timed, ready.call, ready.kernel
             )
         samples, window, timed = sample(ready.call, **timing)
         how = timer.name
         median = summarize(samples)["median_s"] if samples else 0.0
-        if 0 < median < kind.sample_at_least_s:  # one boundary for several calls
-            count = math.ceil(kind.sample_at_least_s / median)
-            batch, window, timed = sample(batched(ready.call, count), **timing)
-            samples = [t / count for t in batch]
-            how = f"{timer.name}, {count} calls a sample (a command buffer commit a sample)"
-        elif kind.graphs and median < GRAPH_BELOW_S:
+        if kind.graphs and median < GRAPH_BELOW_S:
             replays, graph_window, graph_timed = sample(
                 kind.graph(ready.call, ready.sets), **timing
             )
@@ -315,6 +314,18 @@ def measure_matmul(
     return Point(
         samples, ready.check_error, ready.sets, how, window, timed, ready.call, ready.kernel
     )
+
+
+# Calls timed together to learn a short call's time (calls_to_fill_sample): a boundary's cost
+# spread over them, not held by each.
+PROBE_CALLS = 8
+
+
+def calls_to_fill_sample(timer: Any, call: Callable[[int], object], seconds: float) -> int:
+    """How many calls back to back fill a sample of `seconds`: from the faster of two timed
+    batches of PROBE_CALLS (one call where a call alone fills it)."""
+    per_call = min(timer.times(batched(call, PROBE_CALLS), 0, 2)) / PROBE_CALLS
+    return max(1, math.ceil(seconds / per_call)) if per_call > 0 else 1
 
 
 def batched(call: Callable[[int], object], count: int) -> Callable[[int], object]:
