@@ -87,3 +87,32 @@ def test_a_hybrid_laptops_threading_step_says_its_e_cores_are_part_of_it():
     )
     plain = entry(kind="cpu", steps=sides)
     assert loss_sentence(threading, plain).endswith("threading costs 40% of the gap.")
+
+
+def test_one_loss_that_is_all_of_the_gap_is_not_said_twice(monkeypatch):
+    # "its micro-kernel costs all of the gap; the measured steps explain all of the gap."
+    from types import SimpleNamespace
+
+    from roofline.interpretation.gaps import GapAccount
+    from roofline.interpretation.steps import GapShare, Step, StepId
+    from roofline.rendering import causes
+    from tests.manifests import entry
+
+    sides = {"backend": "numpy", "threads": 2, "shape": [4096] * 3, "in_l2": [192] * 3}
+    micro = GapShare(Step(StepId.MICRO_KERNEL, 0.2, "", factor=0.48), 1.02)
+    clock = GapShare(Step(StepId.CLOCK, 0.4, "the clock", factor=0.9), 0.3)
+    cpu = entry(kind="cpu", steps=sides)
+    head = SimpleNamespace(peak_tflops=0.5)
+    monkeypatch.setattr(causes, "noisy", lambda head: False)
+
+    def said(losses: list, explained: float) -> list[str]:
+        account = GapAccount(losses, explained, [], "", losses)
+        monkeypatch.setattr(causes, "gap_account", lambda *args: account)
+        return causes.cause_sentences("cpu", cpu, None, head, None)[0]
+
+    assert said([micro], 1.0) == [
+        "On one core, its operands in L2, numpy reaches 48% of the core's FMA rate: its "
+        "micro-kernel costs all of the gap."
+    ]
+    two = said([micro, clock], 1.0)  # two losses: what they explain together is said
+    assert two[-1].endswith("; the measured steps explain all of the gap.")

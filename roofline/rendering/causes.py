@@ -183,6 +183,8 @@ def cause_sentences(
     too_noisy = f" ({noisy_steps}: too noisy to tell)" if noisy_steps else ""
     if account.concrete:  # said with the last loss named, so it takes no sentence of its own
         rest = f", {pct(left)} is left unexplained{too_noisy}" if left >= 0.005 else ""
+        if not rest and [pct(loss.share) for loss in named] == ["all"]:
+            return said, ""  # one loss that is all of the gap: "explain all" would say it twice
         explain = f"the measured steps explain {pct(account.explained)} of the gap{rest}."
         said[-1] = f"{said[-1].removesuffix('.')}; {explain}" if said else explain.capitalize()
         return said, ""
