@@ -193,17 +193,19 @@ def test_the_first_gpu_script_without_an_nvidia_or_amd_gpu_says_so_and_measures_
 
 
 @pytest.mark.posix
-def test_the_first_gpu_script_runs_without_timeout_as_on_a_mac(tmp_path):
+@pytest.mark.parametrize("tools", [("bash", "dirname"), ("bash", "dirname", "timeout")])
+def test_the_first_gpu_script_runs_with_timeout_and_without_as_on_a_mac(tmp_path, tools):
     import os
     import shutil
     import subprocess
 
     from tests.machines import ROOT
 
-    # A PATH with bash and the project's python but no `timeout` (macOS ships none).
+    # A PATH with bash and the project's python, with `timeout` (Linux) or without (macOS
+    # ships none). Windows runs `python -m roofline.first_gpu` (tests/test_standin.py).
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("bash", "dirname"):
+    for tool in tools:
         (bin_dir / tool).symlink_to(shutil.which(tool))
     env = dict(os.environ, PATH=str(bin_dir))
     done = subprocess.run(
