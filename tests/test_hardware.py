@@ -1,6 +1,7 @@
 """Device recognition from recorded hardware descriptions, and the stable fingerprint."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -246,3 +247,38 @@ def test_a_probe_cache_whose_words_are_malformed_is_decided_afresh(tmp_path, mon
     for said in ("cpu: here", [1, 2], None):  # a string would be said a letter a line
         probe.PROBE_CACHE.write_text(json.dumps({**kept, "said": said}))
         assert not probe.answered_from_cache() and capsys.readouterr().out == ""
+
+
+@pytest.mark.parametrize("system", ["Darwin", "Windows"])
+def test_the_boot_key_on_a_mac_and_a_windows_pc(monkeypatch, system):
+    # No /proc there: the boot is psutil's boot time. No sched_getaffinity either: Windows'
+    # affinity (`start /affinity`, as `taskset` on Linux) is psutil's; a Mac sets none.
+    import psutil
+
+    from roofline.device import timing
+
+    real_read = Path.read_text
+
+    def no_proc(path, *args, **kwargs):
+        if str(path).startswith("/proc"):
+            raise FileNotFoundError(path)
+        return real_read(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "read_text", no_proc)
+    monkeypatch.setattr(timing, "our_cpus", lambda: None)
+    monkeypatch.setattr(hardware, "QUOTA_FILES", ())
+    monkeypatch.setattr(psutil, "boot_time", lambda: 1_700_000_000.0)
+    affinity = [0, 1, 2, 3]
+
+    class Process:
+        if system == "Windows":
+
+            def cpu_affinity(self):
+                return affinity
+
+    monkeypatch.setattr(psutil, "Process", Process)
+    key = hardware.boot()
+    assert key["boot"] == 1_700_000_000.0 and key["cpu_quota"] == []
+    assert key["cpus"] == ([0, 1, 2, 3] if system == "Windows" else [])
+    affinity = [0]  # fewer CPUs allowed: probed again on Windows; a Mac cannot say
+    assert (hardware.boot() != key) == (system == "Windows")
