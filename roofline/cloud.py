@@ -60,7 +60,7 @@ from roofline.machines.handback import (
     hand_back,
     handback_problem,
 )
-from roofline.machines.pipeline import SECRETS, task_path
+from roofline.machines.pipeline import DEADLINE_ENV, PLANNED_MINUTES, SECRETS, task_path
 
 if TYPE_CHECKING:  # SkyPilot and DVC are imported where used: --help and a plan stay fast
     from dvc.data_cloud import Remote
@@ -68,9 +68,8 @@ if TYPE_CHECKING:  # SkyPilot and DVC are imported where used: --help and a plan
 # The lab's ceiling for its cloud runs: "Coste total en la nube: ~$2.30 (con 1 h de margen
 # presupuestario: techo ~$5)", the lab text's cost table (Lab 00, /work/shared/seed/).
 BUDGET = 5.0
-MINUTES = 30.0  # the lab's table: about 30 minutes of pod time per GPU
+MINUTES = float(PLANNED_MINUTES)
 RUN_ENV = "ROOFLINE_HANDBACK"  # the launch's run id, set on the pod's task
-DEADLINE_ENV = "ROOFLINE_DEADLINE_S"  # when the pod's run is stopped (cloud_plan.deadline_minutes)
 LOGS = Path(".dvc/tmp/cloud")  # each pod's log (.dvc/tmp is git-ignored)
 # The SkyPilot SDK calls a launch makes, by the name the seam gives each (SkyCalls).
 SKY_CALLS = {

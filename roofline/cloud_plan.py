@@ -10,10 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from roofline.core.errors import ConfigError
-from roofline.core.paths import fingerprint_path, posix
 from roofline.interpretation.datasheets import judged
-from roofline.machines.pipeline import SETUP_MINUTES, task_path
-from roofline.machines.records import lock_stage
+from roofline.machines.pipeline import (
+    DEADLINE_FACTOR,
+    IDLE_MINUTES,
+    SETUP_MINUTES,
+    task_path,
+)
+from roofline.machines.records import locked_fingerprint
 
 
 @dataclass(frozen=True)
@@ -34,13 +38,6 @@ class PlanLine:
         return cost(self.per_hour, self.minutes)
 
 
-# A pod's run is stopped at this many times its planned minutes (its task's timeout), then
-# the pod goes down after its idle minutes (roofline.machines.pipeline.task_file): a hung run
-# bills for that at most, never for ever.
-DEADLINE_FACTOR = 2
-IDLE_MINUTES = 10
-
-
 def deadline_minutes(minutes: float) -> float:
     """How long a pod planned for `minutes` may run before its run is stopped."""
     return DEADLINE_FACTOR * minutes
@@ -58,8 +55,7 @@ def cluster(name: str) -> str:
 def is_pending(name: str) -> bool:
     """Whether git's dvc.lock records no measurement of the device: its benchmark ran under a
     "never measured" or "lost" fingerprint (roofline.machines.records), or it has no lock yet."""
-    ran_under = lock_stage(name, "benchmark").get("params", {}).get(posix(fingerprint_path(name)))
-    return (ran_under or {}).get("status") != "recorded"
+    return (locked_fingerprint(name, "benchmark") or {}).get("status") != "recorded"
 
 
 def rentable(devices: Sequence[str]) -> list[str]:

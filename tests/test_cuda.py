@@ -15,10 +15,10 @@ from roofline.core.dtypes import DTYPES, float8_for
 from roofline.device import kinds
 from roofline.device.hardware import gpu_info
 from roofline.device.telemetry import Sampler, open_gpu, window_telemetry
-from roofline.device.timing import BenchSettings
 from roofline.gpu_suite import device_files, match
 from roofline.lab import bench_matmul
 from roofline.measuring.matmul import GRAPH_BELOW_S, measure_matmul, unsupported_reason
+from tests.conftest import counted
 
 pytestmark = pytest.mark.cuda
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +42,7 @@ def cuda(gpu) -> kinds.Cuda:
 
 
 def timed(cuda, dtype: str, size: int, cache_bytes: int | None = None, **kw) -> object:
-    counted = {"warmup": 2, "repeats": 5, "min_seconds": 0.0, "warmup_seconds": 0.0}
-    settings = BenchSettings(**(counted | kw))
+    settings = counted(**({"warmup": 2, "repeats": 5} | kw))
     return measure_matmul(size, size, size, dtype, cuda, settings, cache_bytes=cache_bytes)
 
 

@@ -98,9 +98,10 @@ class Bound:
     above: bool = False
 
     def holds(self, value: float) -> bool:
-        """Whether `value` is in range; NaN compares false, so it never is."""
+        """Whether `value` is a finite number in range (NaN and infinity never are, whatever
+        the range)."""
         low = self.low < value if self.above else self.low <= value
-        return low and value <= self.high
+        return math.isfinite(value) and low and value <= self.high
 
 
 # Every count and duration a user can set ("*": any key), so that no value makes the work

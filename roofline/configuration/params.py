@@ -10,6 +10,7 @@ from typing import Any, NotRequired, TypedDict, cast
 
 import yaml
 
+from roofline.core.code import files_digest
 from roofline.core.depends import conf_files
 from roofline.core.errors import ConfigError
 
@@ -158,13 +159,7 @@ COMPOSED = (
 
 def conf_digest(conf: Path = Path("conf")) -> str:
     """The digest of every file of conf/, by path and content (CRLF read as LF)."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for path in conf_files(conf):
-        digest.update(path.relative_to(conf).as_posix().encode() + b"\0")
-        digest.update(path.read_bytes().replace(b"\r\n", b"\n") + b"\0")
-    return digest.hexdigest()[:16]
+    return files_digest([path.relative_to(conf) for path in conf_files(conf)], conf)
 
 
 def conf_drift(path: Path = PARAMS_FILE) -> str | None:

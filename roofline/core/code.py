@@ -94,6 +94,23 @@ def code_deps(module: str, root: Path) -> list[str]:
     return file_closure(module, root, ours)
 
 
+def digest(data: bytes) -> str:
+    import hashlib  # here: the probe's fast path imports this module and needs none
+
+    return hashlib.sha256(data).hexdigest()[:16]
+
+
+def files_digest(files: list[str] | list[Path], root: Path = Path(".")) -> str:
+    """The hash of files by path and content. The same on every system: paths with "/", lines
+    ending in "\n" (a Windows checkout's CRLF files are the same files)."""
+    return digest(
+        b"".join(
+            Path(f).as_posix().encode() + b"\0" + (root / f).read_bytes().replace(b"\r\n", b"\n")
+            for f in files
+        )
+    )
+
+
 def stats(paths: list[Path], root: Path = Path(".")) -> list[list]:
     """[path from `root`, size, mtime] of each file (None, None where there is none): how a
     cache kept beside its answer tells that nothing it was made from has changed."""

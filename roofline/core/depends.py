@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from roofline.core.code import OUR_PACKAGES, file_closure, module_file
+from roofline.core.code import OUR_PACKAGES, code_deps, file_closure, module_file, ours
 
 # params.yaml as plain data (roofline.configuration.params.Params, a layer above this one).
 Params = Mapping[str, Any]
@@ -71,10 +72,10 @@ LIBRARY_VARIABLES = {
 }
 
 
-def library_variables(kind: str) -> dict[str, str]:
-    """The library variables of a device of this kind that are set here."""
-    names = LIBRARY_VARIABLES.get(kind, ())
-    return {name: os.environ[name] for name in names if name in os.environ}
+def library_variables(kind: str, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The library variables of a device of this kind set in `environ` (this process's, or
+    what a record was measured under)."""
+    return {name: environ[name] for name in LIBRARY_VARIABLES.get(kind, ()) if name in environ}
 
 
 def every_library_variable() -> dict[str, str]:
@@ -99,7 +100,7 @@ def conf_files(conf: Path = Path("conf")) -> list[Path]:
 
 def lab_code(stage: str, root: Path = Path(".")) -> list[str]:
     """The lab's files a measuring stage runs: its module and what that imports."""
-    return file_closure(f"stages.{stage}", root, lambda name: name.split(".")[0] in OUR_PACKAGES)
+    return code_deps(f"stages.{stage}", root)
 
 
 def own_backends(params: Params, name: str, stage: str) -> list[str]:
@@ -123,20 +124,21 @@ def own_code(backend: str, root: Path = Path(".")) -> list[str]:
     (not the lab's: those are lab code), each as a path from the folder it was found in. []
     for a module installed as a package (installed_version keys it)."""
     module = backend.split(":")[0]
-    if module.split(".")[0] in OUR_PACKAGES:
+    if ours(module):
         return []
     for where in own_roots(root):
         if module_file(module, where) is None:
             continue
 
         def beside(name: str, where: Path = where) -> bool:
-            return name.split(".")[0] not in OUR_PACKAGES and module_file(name, where) is not None
+            return not ours(name) and module_file(name, where) is not None
 
         found = file_closure(module, where, beside)
         return found if where == root else [str(where / f) for f in found]
     return []
 
 
+@functools.cache  # packages_distributions reads every installed package's metadata
 def installed_version(backend: str) -> str:
     """The installed distribution (and version) a backend's module comes from, or "" where
     none does: what keys a kernel of yours installed as a package."""
@@ -179,10 +181,9 @@ def settings(
     }
     device = {key: dev.get(key) for key in MEASURING_KEYS}
     out[f"devices.{name}"] = beside_defaults(device, defaults["device"])
-    kind = str(dev.get("kind"))
-    variables = library_variables(kind)
-    if environment is not None:
-        variables = {k: environment[k] for k in LIBRARY_VARIABLES.get(kind, ()) if k in environment}
+    variables = library_variables(
+        str(dev.get("kind")), os.environ if environment is None else environment
+    )
     if variables:  # none set: no entry
         out["environment"] = variables
     return out

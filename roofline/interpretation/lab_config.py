@@ -162,7 +162,7 @@ def figure_errors(cfg: DictConfig) -> list[str]:
     errors = []
     for pattern, bound in FIGURES.items():
         for key, value in entries(cfg, pattern):
-            if value is None or (bound.holds(value) and math.isfinite(value)):
+            if value is None or bound.holds(value):
                 continue
             span = f"{'above' if bound.above else 'at least'} {bound.low:g}"
             span += f", at most {bound.high:g}" if bound.high != math.inf else ""

@@ -92,7 +92,7 @@ def handback_problem(
         params = ran.get("params", {}) if isinstance(ran, dict) else {}
         if params.get(posix(fingerprint_path(name))) != fingerprint_values(measured_under, stage):
             return f"its {stage} did not finish after the probe (a failed or interrupted run)"
-    if lock_md5s(lock, "benchmark", "outs").get(str(results_path(name))) != md5(results):
+    if lock_md5s(lock, "benchmark", "outs").get(posix(results_path(name))) != md5(results):
         return "its results.json is not the one its dvc.lock records"
     return None
 

@@ -10,13 +10,12 @@ with today's, and the report marks a device measured by older code or params."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from roofline.core.code import stats
+from roofline.core.code import digest, files_digest, stats
 from roofline.core.depends import (
     STAGE_SETTINGS,
     installed_version,
@@ -51,21 +50,6 @@ def fingerprint_values(fingerprint: Fingerprint, stage: str) -> dict[str, object
         else fingerprint.get(key)
         for key in fingerprint_params(stage)
     }
-
-
-def digest(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()[:16]
-
-
-def files_digest(files: list[str], root: Path = Path(".")) -> str:
-    """The hash of files by path and content. The same on every system: paths with "/", lines
-    ending in "\n" (a Windows checkout's CRLF files are the same code)."""
-    return digest(
-        b"".join(
-            Path(f).as_posix().encode() + b"\0" + (root / f).read_bytes().replace(b"\r\n", b"\n")
-            for f in files
-        )
-    )
 
 
 def code_key(stage: str, root: Path = Path(".")) -> str:

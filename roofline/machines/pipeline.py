@@ -39,6 +39,12 @@ HEADER = GENERATED + (
 # The set-up (downloads: uv, the locked environment, a torch) has a deadline of its own, so a
 # hung download cannot bill for ever either.
 SETUP_MINUTES = 30
+# A pod's run is stopped at this many times its planned minutes ($ROOFLINE_DEADLINE_S), then
+# the pod goes down after its idle minutes: a hung run bills for that at most, never for ever.
+DEADLINE_FACTOR = 2
+DEADLINE_ENV = "ROOFLINE_DEADLINE_S"
+IDLE_MINUTES = 10
+PLANNED_MINUTES = 30  # the lab's table: about 30 minutes of pod time per GPU (roofline.cloud)
 POD_SETUP = f"""set -e
 timeout --kill-after=60 {SETUP_MINUTES * 60} bash scripts/pod-setup
 """
@@ -231,11 +237,16 @@ def task_file(name: str, dev: DeviceParams) -> SkyTask:
         "resources": {
             "accelerators": [f"{accelerator}:1" for accelerator in dev["sky_accelerators"]],
             "disk_size": 100,
-            "autostop": {"idle_minutes": 10, "down": True},
+            "autostop": {"idle_minutes": IDLE_MINUTES, "down": True},
         },
         "workdir": ".",  # this repository, .git included, as ~/sky_workdir on the pod
         # The deadline for a launch by hand (`sky launch`): twice the lab's 30 minutes.
-        "envs": {"DEVICE": name, "UV_NO_SYNC": "1", "ROOFLINE_DEADLINE_S": "3600"},
+        # A launch by hand's deadline; the launcher sets its own from --minutes.
+        "envs": {
+            "DEVICE": name,
+            "UV_NO_SYNC": "1",
+            DEADLINE_ENV: str(DEADLINE_FACTOR * PLANNED_MINUTES * 60),
+        },
         "secrets": dict.fromkeys(SECRETS, ""),  # values from `--secret NAME`, never on disk
         "setup": POD_SETUP,
         "run": POD_RUN,

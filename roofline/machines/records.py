@@ -63,6 +63,12 @@ def lock_stage(name: str, stage: str) -> LockedStage:
     return (yaml.safe_load(lock.read_text(encoding="utf-8")) or {}).get("stages", {}).get(stage, {})
 
 
+def locked_fingerprint(name: str, stage: str) -> dict[str, Any] | None:
+    """The fingerprint values a stage's dvc.lock records it ran under (its params), or None.
+    dvc.lock names files with "/" on every OS: so are they looked up."""
+    return lock_stage(name, stage).get("params", {}).get(posix(fingerprint_path(name)))
+
+
 def lock_records_results(name: str) -> bool:
     """Whether dvc.lock says this device's benchmark has written results."""
     return bool(lock_stage(name, "benchmark").get("outs"))
@@ -71,7 +77,7 @@ def lock_records_results(name: str) -> bool:
 def locked_pending(name: str) -> bool:
     """Whether the results dvc.lock records are a never-measured device's pending ones: made
     from the config alone, so where they are missing they are written again, never lost."""
-    locked = lock_stage(name, "benchmark").get("params", {}).get(posix(fingerprint_path(name)))
+    locked = locked_fingerprint(name, "benchmark")
     return isinstance(locked, dict) and locked.get("status") == NEVER
 
 
@@ -130,7 +136,7 @@ def missing(name: str, path: Path, where: str, that: str = "") -> RecordError:
 def locked_md5(name: str, stage: str, path: Path) -> str | None:
     """The md5 dvc.lock records for a stage's output (None when it records none)."""
     outs = {out["path"]: out for out in lock_stage(name, stage).get("outs", [])}
-    return outs.get(str(path), {}).get("md5")
+    return outs.get(posix(path), {}).get("md5")
 
 
 def md5_of(path: Path) -> str:
@@ -320,7 +326,7 @@ class Decision(NamedTuple):
 
 def measured_under_this(name: str, stage: str, recorded: Fingerprint) -> bool:
     """Whether dvc.lock says the stage's output was measured under this very fingerprint."""
-    locked = lock_stage(name, stage).get("params", {}).get(posix(fingerprint_path(name)))
+    locked = locked_fingerprint(name, stage)
     return locked == fingerprint_values(recorded, stage)
 
 

@@ -14,7 +14,7 @@ from roofline.core.arithmetic import buffer_sets, matmul_bytes, summarize
 from roofline.core.dtypes import DTYPES
 from roofline.device import backends
 from roofline.device.kinds import Kind
-from roofline.device.timing import BenchSettings, TimedWindow, sample
+from roofline.device.timing import BenchSettings, TimedWindow, calls_to_fill, sample
 
 # Operand sets to rotate through at most (tiny shapes against a large cache).
 MAX_SETS = 4096
@@ -325,7 +325,7 @@ def calls_to_fill_sample(timer: Any, call: Callable[[int], object], seconds: flo
     """How many calls back to back fill a sample of `seconds`: from the faster of two timed
     batches of PROBE_CALLS (one call where a call alone fills it)."""
     per_call = min(timer.times(batched(call, PROBE_CALLS), 0, 2)) / PROBE_CALLS
-    return max(1, math.ceil(seconds / per_call)) if per_call > 0 else 1
+    return max(1, calls_to_fill(seconds, per_call))
 
 
 def batched(call: Callable[[int], object], count: int) -> Callable[[int], object]:

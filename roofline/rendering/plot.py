@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.ticker import LogFormatter
 
+from roofline.core.depends import OWN_BACKEND
 from roofline.core.dtypes import DTYPES, LAB_DTYPE
 from roofline.interpretation import figures
 from roofline.interpretation.ceilings import measured_ceilings
@@ -38,7 +39,8 @@ BACKEND_LOOKS = {
 
 def backend_look(backend: str) -> dict:
     """How a point through `backend` is drawn (BACKEND_LOOKS)."""
-    return BACKEND_LOOKS["own" if ":" in backend else "torch" if backend == "torch" else "library"]
+    own = OWN_BACKEND.fullmatch(backend)
+    return BACKEND_LOOKS["own" if own else "torch" if backend == "torch" else "library"]
 
 
 def point_style(backend: str, color: object) -> dict:
